@@ -1,0 +1,38 @@
+# surfaced — see README.md. Every target works offline once modules are cached.
+GO ?= go
+PKGS := ./...
+
+.PHONY: build test test-short bench lint proto demo fuzz clean
+
+build:
+	$(GO) build -o bin/surfaced ./cmd/surfaced
+
+# The test command of the README and of .ci/run.
+test:
+	./scripts/test-setup
+	$(GO) vet $(PKGS)
+	$(GO) test -race -timeout 30m $(PKGS)
+
+test-short:
+	$(GO) test -short $(PKGS)
+
+bench:
+	./scripts/bench
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+# Regenerate proto/ with buf and the local protoc-gen-go pinned in tools/go.mod.
+proto:
+	$(GO) tool -modfile=tools/go.mod buf lint
+	$(GO) tool -modfile=tools/go.mod buf generate
+
+demo:
+	$(GO) run ./cmd/surfaced run ./examples/surface-demo-agent
+
+fuzz:
+	$(GO) test ./agentproc -run '^$$' -fuzz FuzzReader -fuzztime 60s
+
+clean:
+	rm -rf bin

@@ -1,0 +1,847 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	agentactor "github.com/surfaced/surfaced/actors/agentproc"
+	"github.com/surfaced/surfaced/actors/surface"
+	proc "github.com/surfaced/surfaced/agentproc"
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+	"github.com/surfaced/surfaced/store"
+)
+
+// Session statuses.
+const (
+	StatusStarting = "starting"
+	StatusReady    = "ready"
+	StatusError    = "error"
+	StatusEnded    = "ended"
+	// StatusIdle is stored (never streamed) for a session with no live agent.
+	StatusIdle = "idle"
+)
+
+// Frame kinds.
+const (
+	KindState      = "state"
+	KindChat       = "chat"
+	KindSession    = "session"
+	KindUIRequest  = "ui-request"
+	KindDiagnostic = "diagnostic"
+	KindResync     = "resync"
+	KindEnd        = "end"
+)
+
+// Session-level error codes (the request was refused; not a command outcome).
+const (
+	CodeNotFound      = "not_found"
+	CodeEnded         = "session_ended"
+	CodeRateLimited   = "rate_limited"
+	CodeReadOnly      = "surface_read_only"
+	CodeInvalidKey    = "invalid_key"
+	CodeInvalidValue  = "invalid_value"
+	CodeInboxFull     = "inbox_full"
+	CodeUnavailable   = "agent_unavailable"
+	CodeUnknownUI     = "unknown_ui_request"
+	CodeInvalid       = "invalid_request"
+	CodeTooLarge      = "too_large"
+	CodeInternal      = "internal"
+	CodeImagesRefused = "images_not_supported"
+	CodeEmptyPrompt   = "empty_prompt"
+)
+
+// Config is what a session actor is spawned with.
+type Config struct {
+	Record store.Session
+	Deps   *Deps
+	// OnStopping is called when the actor begins to stop, so that the
+	// directory sends the next request to a new activation.
+	OnStopping func(pid *actor.PID)
+}
+
+// Props returns the props of a session actor.
+func Props(cfg Config) *actor.Props {
+	opts := cfg.Deps.props("session", cfg.Record.ID, "")
+	return actor.PropsFromProducer(func() actor.Actor { return newSessionActor(cfg) }, opts...)
+}
+
+type subscriber struct {
+	pid     *actor.PID
+	kind    string
+	subject string
+}
+
+type domainRef struct {
+	pid         *actor.PID
+	hosted      string
+	commands    []string
+	rev         uint64
+	incarnation uint32 // agent-hosted: the agent incarnation that declared it
+	// registered is false for an agent-hosted domain that the running agent
+	// has not declared (again). Its actor lives on so that its snapshot and
+	// rev continue if the domain comes back.
+	registered bool
+}
+
+type kvEntry struct {
+	value   json.RawMessage
+	rev     uint64
+	deleted bool
+}
+
+type sessionActor struct {
+	cfg    Config
+	deps   *Deps
+	lim    Limits
+	log    *slog.Logger
+	rec    store.Session
+	spec   AgentSpec
+	self   *actor.PID
+	root   *actor.RootContext
+	flog   *frameLog
+	outbox []*pb.Frame
+	final  bool
+
+	status string
+	code   string
+	detail string
+	images bool
+
+	subs    map[string]*subscriber
+	kv      map[string]*kvEntry
+	domains map[string]*domainRef
+
+	// The agent.
+	agent       *actor.PID
+	incarnation uint32
+	announced   bool // surfaced/1 agent (sent agent_ready)
+	ready       bool
+	stopping    bool // we asked the agent to stop
+	restarts    []time.Time
+	restartDue  bool
+	readyTimer  *time.Timer
+	nextReq     uint64
+
+	// Turns.
+	inbox    []*queued
+	promptID uint64
+	turnID   uint64
+	turn     *turn
+	dialogs  map[string]*dialog
+
+	// Writes waiting for durability before their frames and answers go out.
+	wseq     uint64
+	waiting  []*kvWrite
+	trSubmit uint64
+	trDone   uint64
+	trWait   []func()
+
+	// Rate limit (token bucket).
+	tokens   float64
+	tokensAt time.Time
+}
+
+func newSessionActor(cfg Config) *sessionActor {
+	lim := cfg.Deps.Limits.withDefaults()
+	log := cfg.Deps.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &sessionActor{
+		cfg:     cfg,
+		deps:    cfg.Deps,
+		lim:     lim,
+		rec:     cfg.Record,
+		log:     log.With("session", cfg.Record.ID),
+		subs:    map[string]*subscriber{},
+		kv:      map[string]*kvEntry{},
+		domains: map[string]*domainRef{},
+		dialogs: map[string]*dialog{},
+		tokens:  float64(lim.CommandsPerSecond),
+	}
+}
+
+// Local messages (timers and writer callbacks of this actor).
+type readyTimeout struct{ incarnation uint32 }
+type restartAgent struct{}
+type abortGrace struct{ turn uint64 }
+type kvPersisted struct {
+	wseq uint64
+	err  error
+}
+type trPersisted struct{}
+
+func (s *sessionActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		s.started(ctx)
+	case *actor.Stopping:
+		if s.cfg.OnStopping != nil {
+			s.cfg.OnStopping(ctx.Self())
+		}
+		s.stoppingNow(ctx)
+	case *actor.Stopped:
+		s.deps.Metrics.SessionDown()
+	case *actor.ReceiveTimeout:
+		s.idle(ctx)
+	case *actor.Terminated:
+		s.terminated(ctx, m)
+
+	// Requests.
+	case *pb.Subscribe:
+		s.subscribe(ctx, m)
+	case *pb.Unsubscribe:
+		if p := m.GetSubscriber().Actor(); p != nil {
+			if _, ok := s.subs[p.String()]; ok {
+				delete(s.subs, p.String())
+				ctx.Unwatch(p)
+			}
+		}
+		s.armIdle(ctx)
+	case *pb.GetSummary:
+		if !s.allowed(m.GetCaller()) {
+			ctx.Respond(&pb.SessionSummary{Error: notFound()})
+			return
+		}
+		ctx.Respond(s.summary())
+	case *pb.ListSurfaces:
+		if !s.allowed(m.GetCaller()) {
+			ctx.Respond(&pb.SurfaceList{Error: notFound()})
+			return
+		}
+		ctx.Respond(&pb.SurfaceList{Surfaces: s.surfaceInfos()})
+	case *pb.Prompt:
+		s.prompt(ctx, m)
+	case *pb.Abort:
+		s.abort(ctx, m)
+	case *pb.RunCommand:
+		s.runCommand(ctx, m)
+	case *pb.CommandResult:
+		s.agentCommandResult(ctx, m)
+	case *pb.SetState:
+		s.setState(ctx, m)
+	case *pb.GetState:
+		s.getState(ctx, m)
+	case *pb.GetMessages:
+		s.getMessages(ctx, m)
+	case *pb.UIResponse:
+		s.uiResponse(ctx, m)
+	case *pb.Stop:
+		s.stop(ctx, m)
+
+	// Children.
+	case *pb.StateCommitted:
+		s.stateCommitted(ctx, m)
+	case *pb.AgentLine:
+		if m.GetIncarnation() == s.incarnation && s.agent != nil {
+			s.agentLine(ctx, m)
+		}
+	case *pb.AgentReply:
+		s.agentReply(ctx, m)
+	case *pb.AgentDiagnostic:
+		if m.GetIncarnation() == s.incarnation {
+			s.deps.Metrics.JSONLError(m.GetCode())
+			code := "invalid_line"
+			if m.GetCode() == "line_too_long" {
+				code = "line_too_long"
+			}
+			s.emit(KindDiagnostic, jsonOf(map[string]string{"code": code, "message": "agent line dropped: " + m.GetMessage()}), "")
+		}
+	case *pb.AgentExited:
+		if m.GetIncarnation() == s.incarnation {
+			s.agentExited(ctx, m)
+		}
+
+	// Own timers and callbacks.
+	case *readyTimeout:
+		if m.incarnation == s.incarnation && !s.ready && s.agent != nil {
+			s.log.Warn("agent not ready in time", "timeout", s.lim.ReadyTimeout)
+			s.setStatus(StatusError, "ready_timeout", fmt.Sprintf("the agent did not become ready within %s", s.lim.ReadyTimeout))
+			s.stopAgent(ctx)
+			s.failInbox(ctx, "the agent did not become ready")
+		}
+	case *restartAgent:
+		s.restartDue = false
+		if s.status != StatusEnded && s.agent == nil {
+			s.deps.Metrics.Restart()
+			s.startAgent(ctx)
+		}
+	case *abortGrace:
+		if s.turn != nil && s.turn.id == m.turn && s.turn.aborted {
+			s.log.Warn("agent did not end the cancelled turn; ending it", "turn", m.turn)
+			s.endTurn(ctx, "cancelled", "")
+		}
+	case *kvPersisted:
+		s.kvPersisted(ctx, m)
+	case *trPersisted:
+		s.trDone++
+		if s.trDone == s.trSubmit {
+			waits := s.trWait
+			s.trWait = nil
+			for _, f := range waits {
+				f()
+			}
+		}
+	}
+	s.flush(ctx)
+}
+
+func notFound() *pb.Error {
+	return pb.Err(CodeNotFound, "no such session")
+}
+
+// allowed reports whether caller may see this session: its owner, or the
+// daemon itself. Everyone else gets the same answer as for a missing session.
+func (s *sessionActor) allowed(c *pb.Caller) bool {
+	if c == nil {
+		return false
+	}
+	return c.GetSystem() || c.GetSubject() == s.rec.Owner
+}
+
+// ---------------------------------------------------------------------------
+// Lifecycle
+
+func (s *sessionActor) started(ctx actor.Context) {
+	s.self = ctx.Self()
+	s.root = ctx.ActorSystem().Root
+	s.deps.Metrics.SessionUp()
+	s.flog = newFrameLog(newEpoch(), s.lim.ReplayFrames, s.lim.ReplayBytes)
+
+	spec, ok := s.deps.Agent(s.rec.Agent)
+	s.spec = spec
+	s.images = spec.Images
+
+	// Load the KV (surface snapshots included) so that revs continue and the
+	// sticky state is there for the first subscriber.
+	st := s.deps.Writer.Store()
+	loadCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	kvs, err := st.LoadKV(loadCtx, s.rec.ID)
+	cancel()
+	if err != nil {
+		s.log.Error("session KV could not be loaded", "err", err)
+	}
+	sort.Slice(kvs, func(i, j int) bool { return kvs[i].Key < kvs[j].Key })
+	for _, e := range kvs {
+		s.kv[e.Key] = &kvEntry{value: e.Value, rev: e.Rev, deleted: e.Deleted}
+		s.flog.setSticky("state:"+e.Key, s.flog.Append(KindState, stateFrame(e.Key, e.Value, e.Rev, e.Deleted), ""))
+	}
+
+	if s.rec.Status == StatusEnded {
+		s.status = StatusEnded
+		s.emitStatus()
+		s.armIdle(ctx)
+		return
+	}
+	if !ok {
+		s.status = StatusError
+		s.code = "unknown_agent"
+		s.detail = fmt.Sprintf("the agent %q is not configured on this daemon", s.rec.Agent)
+		s.emitStatus()
+		s.persistStatus()
+		return
+	}
+	s.status = StatusStarting
+	s.emitStatus()
+	s.persistStatus()
+
+	// Native domains first: they exist before the agent can declare anything.
+	if s.deps.Domains != nil {
+		for _, d := range s.deps.Domains(s.rec.Agent) {
+			name := d.Name()
+			if _, dup := s.domains[name]; dup {
+				s.diagnostic("duplicate_domain", fmt.Sprintf("native domain %q is registered twice; the first registration is kept", name))
+				continue
+			}
+			s.spawnDomain(ctx, surface.Config{Domain: name, Hosted: surface.HostedNative, Native: d}, d.Commands(), 0)
+		}
+	}
+	s.startAgent(ctx)
+}
+
+func newEpoch() string {
+	return strconv.FormatInt(time.Now().UnixMilli(), 36) + randomSuffix(3)
+}
+
+func (s *sessionActor) spawnDomain(ctx actor.Context, cfg surface.Config, commands []string, inc uint32) {
+	cfg.SessionID = s.rec.ID
+	cfg.Writer = s.deps.Writer
+	cfg.SettleWindow = s.lim.SettleWindow
+	cfg.MaxSnapshot = s.lim.MaxSnapshot
+	cfg.Logger = s.deps.Logger
+	key := proc.SurfaceKey(cfg.Domain)
+	var rev uint64
+	if e, ok := s.kv[key]; ok {
+		cfg.Stored = &store.KV{Key: key, Value: e.value, Rev: e.rev, Deleted: e.deleted}
+		rev = e.rev
+	}
+	props := surface.Props(cfg, s.deps.props("surface", s.rec.ID, cfg.Domain)...)
+	pid, err := ctx.SpawnNamed(props, "surface-"+cfg.Domain)
+	if err != nil {
+		pid = ctx.Spawn(props)
+	}
+	s.domains[cfg.Domain] = &domainRef{pid: pid, hosted: cfg.Hosted, commands: commands, rev: rev, incarnation: inc, registered: true}
+	if cfg.Hosted == surface.HostedAgent && s.agent != nil {
+		ctx.Send(pid, &pb.AgentAvailable{Agent: pb.PidOf(s.agent), Incarnation: inc})
+	}
+}
+
+func (s *sessionActor) startAgent(ctx actor.Context) {
+	s.incarnation++
+	s.ready = false
+	s.announced = false
+	s.stopping = false
+	env := append([]string(nil), s.spec.Env...)
+	env = append(env, "SURFACED_SESSION_ID="+s.rec.ID)
+	cwd := s.rec.Cwd
+	if cwd == "" {
+		cwd = s.spec.Cwd
+	}
+	cfg := agentactor.Config{
+		SessionID:   s.rec.ID,
+		Incarnation: s.incarnation,
+		Spec: proc.Spec{
+			Argv:    s.spec.Argv,
+			Dir:     cwd,
+			Env:     env,
+			MaxLine: s.lim.MaxLine,
+			Stderr: func(line string) {
+				s.log.Info("agent stderr", "line", line)
+			},
+			Logger: s.log,
+		},
+		Logger:    s.deps.Logger,
+		OnInvalid: nil,
+	}
+	pid, err := ctx.SpawnNamed(agentactor.Props(cfg, s.deps.props("agentproc", s.rec.ID, "")...), "agent-"+strconv.FormatUint(uint64(s.incarnation), 10))
+	if err != nil {
+		pid = ctx.Spawn(agentactor.Props(cfg, s.deps.props("agentproc", s.rec.ID, "")...))
+	}
+	s.agent = pid
+	if s.status != StatusStarting {
+		s.setStatus(StatusStarting, "", "")
+	}
+	// Plain pi agents become ready when they answer get_commands; surfaced/1
+	// agents announce themselves first (agent_ready), which wins.
+	s.send(ctx, proc.SimpleCommand{ID: s.reqID("ready"), Type: proc.CmdGetCommands}, true)
+	inc := s.incarnation
+	self, root := s.self, s.root
+	if s.readyTimer != nil {
+		s.readyTimer.Stop()
+	}
+	s.readyTimer = time.AfterFunc(s.lim.ReadyTimeout, func() { root.Send(self, &readyTimeout{incarnation: inc}) })
+}
+
+// reqID returns a fresh id for a command the session sends to the agent.
+func (s *sessionActor) reqID(purpose string) string {
+	s.nextReq++
+	return purpose + "-" + strconv.FormatUint(uint64(s.incarnation), 10) + "-" + strconv.FormatUint(s.nextReq, 10)
+}
+
+// send writes one record to the agent; with expect, its answer comes back to
+// this actor as *pb.AgentReply.
+func (s *sessionActor) send(ctx actor.Context, v any, expect bool) {
+	if s.agent == nil {
+		return
+	}
+	line, err := json.Marshal(v)
+	if err != nil {
+		s.log.Error("record not marshalable", "err", err)
+		return
+	}
+	msg := &pb.AgentSend{Line: line}
+	if expect {
+		msg.ReplyTo = pb.PidOf(s.self)
+		switch r := v.(type) {
+		case proc.SimpleCommand:
+			msg.ExpectId = r.ID
+		case proc.PromptCommand:
+			msg.ExpectId = r.ID
+		}
+	}
+	ctx.Send(s.agent, msg)
+}
+
+func (s *sessionActor) becomeReady(ctx actor.Context) {
+	if s.ready {
+		return
+	}
+	s.ready = true
+	if s.readyTimer != nil {
+		s.readyTimer.Stop()
+	}
+	// Agent-hosted domains the new incarnation did not declare again are no
+	// longer registered.
+	for _, d := range s.domains {
+		if d.hosted == surface.HostedAgent && d.incarnation != s.incarnation {
+			d.registered = false
+		}
+	}
+	s.log.Info("session ready", "announced", s.announced, "incarnation", s.incarnation)
+	s.setStatus(StatusReady, "", "")
+	s.maybeStartTurn(ctx)
+}
+
+func (s *sessionActor) stopAgent(ctx actor.Context) {
+	if s.agent == nil {
+		return
+	}
+	s.stopping = true
+	ctx.Stop(s.agent)
+	s.agent = nil
+	s.ready = false
+	s.tellDomainsAgent(ctx, nil)
+}
+
+func (s *sessionActor) tellDomainsAgent(ctx actor.Context, agent *actor.PID) {
+	for _, d := range s.domains {
+		if d.hosted == surface.HostedAgent {
+			ctx.Send(d.pid, &pb.AgentAvailable{Agent: pb.PidOf(agent), Incarnation: s.incarnation})
+		}
+	}
+}
+
+func (s *sessionActor) agentExited(ctx actor.Context, m *pb.AgentExited) {
+	wasReady := s.ready
+	s.agent = nil
+	s.ready = false
+	if s.readyTimer != nil {
+		s.readyTimer.Stop()
+	}
+	s.tellDomainsAgent(ctx, nil)
+	s.cancelDialogs(ctx, 0)
+	if s.stopping {
+		s.stopping = false
+		return
+	}
+	how := describeExit(m)
+	s.log.Warn("agent exited", "how", how, "ready", wasReady, "stderr_tail", m.GetStderrTail())
+	if s.turn != nil {
+		s.emitChat(map[string]any{"type": "error", "errorText": "The agent stopped during the turn (" + how + ")."})
+		s.endTurn(ctx, "error", "")
+	}
+	switch {
+	case m.GetExitCode() == -1 && m.GetError() != "" && !wasReady && m.GetSignal() == "":
+		s.deps.Metrics.AgentExit("spawn_failed")
+		s.setStatus(StatusError, "spawn_failed", "the agent could not start: "+m.GetError())
+		s.failInbox(ctx, "the agent could not start")
+	case !wasReady:
+		s.deps.Metrics.AgentExit("exit_before_ready")
+		detail := "the agent exited before it was ready (" + how + ")"
+		if t := lastLine(m.GetStderrTail()); t != "" {
+			detail += ": " + t
+		}
+		s.setStatus(StatusError, "exit_before_ready", detail)
+		s.failInbox(ctx, "the agent exited before it was ready")
+	case m.GetExitCode() == 0 && m.GetSignal() == "":
+		s.deps.Metrics.AgentExit("stopped")
+		s.log.Info("agent exited on its own; the session ends")
+		s.end(ctx, "stopped", "", "")
+	default:
+		s.deps.Metrics.AgentExit("crashed")
+		now := time.Now()
+		kept := s.restarts[:0]
+		for _, t := range s.restarts {
+			if now.Sub(t) < s.lim.RestartWindow {
+				kept = append(kept, t)
+			}
+		}
+		s.restarts = kept
+		if s.lim.RestartMax < 0 || len(s.restarts) >= s.lim.RestartMax {
+			s.failInbox(ctx, "the agent crashed and will not be restarted")
+			s.end(ctx, "crashed", "restart_exhausted",
+				fmt.Sprintf("the agent crashed (%s) %d times within %s; it is not restarted again", how, len(s.restarts)+1, s.lim.RestartWindow))
+			return
+		}
+		backoff := s.lim.RestartBackoff << len(s.restarts)
+		s.restarts = append(s.restarts, now)
+		s.setStatus(StatusError, "agent_crashed", fmt.Sprintf("the agent crashed (%s); restarting in %s", how, backoff))
+		s.restartDue = true
+		self, root := s.self, s.root
+		time.AfterFunc(backoff, func() { root.Send(self, &restartAgent{}) })
+	}
+}
+
+func describeExit(m *pb.AgentExited) string {
+	switch {
+	case m.GetSignal() != "":
+		return "signal " + m.GetSignal()
+	case m.GetExitCode() == -1 && m.GetError() != "":
+		return m.GetError()
+	default:
+		return "exit code " + strconv.Itoa(int(m.GetExitCode()))
+	}
+}
+
+func lastLine(s string) string {
+	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r') {
+		s = s[:len(s)-1]
+	}
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '\n' {
+			s = s[i+1:]
+			break
+		}
+	}
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// end ends the session for good: the agent stops, every client gets end.
+func (s *sessionActor) end(ctx actor.Context, reason, code, detail string) {
+	s.stopAgent(ctx)
+	for name, d := range s.domains {
+		ctx.Stop(d.pid)
+		delete(s.domains, name)
+	}
+	s.failInbox(ctx, "the session ended")
+	s.setStatus(StatusEnded, code, detail)
+	s.persistStatus()
+	s.emitEnd(reason)
+	s.armIdle(ctx)
+}
+
+func (s *sessionActor) emitEnd(reason string) {
+	s.emit(KindEnd, jsonOf(map[string]string{"reason": reason}), "")
+	s.final = true
+}
+
+func (s *sessionActor) stop(ctx actor.Context, m *pb.Stop) {
+	if !s.allowed(m.GetCaller()) {
+		ctx.Respond(&pb.StopResult{Error: notFound()})
+		return
+	}
+	switch m.GetReason() {
+	case "shutdown", "idle":
+		// The session sleeps: it is not ended, its next request wakes it.
+		if s.status != StatusEnded {
+			s.stopAgent(ctx)
+			s.status = StatusIdle
+			s.persistStatus()
+		}
+		s.emitEnd(m.GetReason())
+		s.flush(ctx)
+		ctx.Respond(&pb.StopResult{Ok: true})
+		ctx.Stop(ctx.Self())
+	default:
+		if s.status != StatusEnded {
+			s.end(ctx, "stopped", "", "")
+		}
+		ctx.Respond(&pb.StopResult{Ok: true})
+	}
+}
+
+func (s *sessionActor) stoppingNow(ctx actor.Context) {
+	if s.readyTimer != nil {
+		s.readyTimer.Stop()
+	}
+	if s.agent != nil {
+		s.stopping = true
+		ctx.Stop(s.agent)
+		s.agent = nil
+	}
+}
+
+// armIdle sets the receive timeout that lets an unused actor stop: an ended
+// session after EndedLinger, a live one after IdleTimeout (when configured)
+// while nobody watches and no turn runs.
+func (s *sessionActor) armIdle(ctx actor.Context) {
+	switch {
+	case s.status == StatusEnded && len(s.subs) == 0:
+		ctx.SetReceiveTimeout(s.lim.EndedLinger)
+	case s.lim.IdleTimeout > 0 && len(s.subs) == 0 && s.turn == nil && len(s.inbox) == 0:
+		ctx.SetReceiveTimeout(s.lim.IdleTimeout)
+	default:
+		ctx.CancelReceiveTimeout()
+	}
+}
+
+func (s *sessionActor) idle(ctx actor.Context) {
+	if len(s.subs) > 0 || s.turn != nil || len(s.inbox) > 0 || len(s.waiting) > 0 {
+		ctx.CancelReceiveTimeout()
+		return
+	}
+	if s.status != StatusEnded {
+		s.log.Info("session idle; stopping its agent until the next request")
+		s.stopAgent(ctx)
+		s.status = StatusIdle
+		s.persistStatus()
+	}
+	ctx.Stop(ctx.Self())
+}
+
+func (s *sessionActor) terminated(ctx actor.Context, m *actor.Terminated) {
+	key := m.Who.String()
+	if _, ok := s.subs[key]; ok {
+		delete(s.subs, key)
+		s.armIdle(ctx)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Frames
+
+// emit appends a frame to the log; flush sends what was emitted during this
+// message to every subscriber in one batch.
+func (s *sessionActor) emit(kind string, data []byte, stickyKey string) *pb.Frame {
+	f := s.flog.Append(kind, data, stickyKey)
+	s.deps.Metrics.Frame(kind)
+	s.outbox = append(s.outbox, f)
+	return f
+}
+
+func (s *sessionActor) flush(ctx actor.Context) {
+	if len(s.outbox) == 0 {
+		return
+	}
+	batch := &pb.Frames{SessionId: s.rec.ID, Frames: s.outbox, Final: s.final}
+	s.outbox = nil
+	for key, sub := range s.subs {
+		// Request, not Send: the subscriber learns who we are and watches us.
+		ctx.Request(sub.pid, batch)
+		if s.final {
+			ctx.Unwatch(sub.pid)
+			delete(s.subs, key)
+		}
+	}
+	s.final = false
+}
+
+func (s *sessionActor) subscribe(ctx actor.Context, m *pb.Subscribe) {
+	pid := m.GetSubscriber().Actor()
+	if pid == nil {
+		ctx.Respond(&pb.SubscribeResult{Error: pb.Err(CodeInvalid, "subscribe needs a subscriber")})
+		return
+	}
+	if !s.allowed(&pb.Caller{Subject: m.GetSubject()}) {
+		ctx.Respond(&pb.SubscribeResult{Error: notFound()})
+		return
+	}
+	if s.status == StatusEnded {
+		ctx.Respond(&pb.SubscribeResult{Error: pb.Err(CodeEnded, "the session has ended")})
+		return
+	}
+	// Everything emitted before this turn is already out to the old
+	// subscribers; replay and registration happen now, in one turn, so the
+	// new subscriber neither misses nor repeats a frame.
+	s.flush(ctx)
+	frames, mode := s.flog.Since(m.GetLastEventId())
+	if mode == ModeResync {
+		id := s.flog.ID(s.flog.head)
+		resync := &pb.Frame{Kind: KindResync, Seq: s.flog.head, Id: id,
+			Data: jsonOf(map[string]string{"reason": resyncReason(m.GetLastEventId(), s.flog)})}
+		frames = append([]*pb.Frame{resync}, s.flog.Sticky()...)
+	}
+	s.deps.Metrics.Subscribed(mode)
+	ctx.Respond(&pb.SubscribeResult{Ok: true, Epoch: s.flog.epoch, Head: s.flog.head, Mode: mode, Replayed: uint32(len(frames))})
+	if len(frames) > 0 {
+		ctx.Request(pid, &pb.Frames{SessionId: s.rec.ID, Frames: frames})
+	}
+	s.subs[pid.String()] = &subscriber{pid: pid, kind: m.GetClientKind(), subject: m.GetSubject()}
+	ctx.Watch(pid)
+	ctx.CancelReceiveTimeout()
+}
+
+func resyncReason(last string, l *frameLog) string {
+	if _, ok := l.parse(last); !ok {
+		return "the stream position is from another epoch of this session (it restarted or moved)"
+	}
+	return "the stream position is outside the replay window"
+}
+
+func (s *sessionActor) emitStatus() {
+	s.emit(KindSession, s.statusFrame(), "session")
+}
+
+func (s *sessionActor) statusFrame() []byte {
+	type status struct {
+		Status string `json:"status"`
+		Busy   bool   `json:"busy"`
+		Code   string `json:"code,omitempty"`
+		Detail string `json:"detail,omitempty"`
+		Title  string `json:"title,omitempty"`
+		Queued int    `json:"queued"`
+	}
+	return jsonOf(status{Status: s.status, Busy: s.turn != nil, Code: s.code, Detail: s.detail, Title: s.rec.Title, Queued: len(s.inbox)})
+}
+
+func (s *sessionActor) setStatus(status, code, detail string) {
+	changed := status != s.status
+	s.status, s.code, s.detail = status, code, detail
+	s.emitStatus()
+	if changed {
+		s.persistStatus()
+	}
+}
+
+func (s *sessionActor) persistStatus() {
+	st := s.status
+	s.deps.Writer.Submit(store.Op{SessionID: s.rec.ID, Update: &store.SessionUpdate{Status: &st}})
+}
+
+func (s *sessionActor) diagnostic(code, message string) {
+	s.log.Warn("diagnostic", "code", code, "message", message)
+	s.emit(KindDiagnostic, jsonOf(map[string]string{"code": code, "message": message}), "")
+}
+
+func (s *sessionActor) summary() *pb.SessionSummary {
+	return &pb.SessionSummary{
+		SessionId:   s.rec.ID,
+		Agent:       s.rec.Agent,
+		Title:       s.rec.Title,
+		Status:      s.status,
+		Busy:        s.turn != nil,
+		Owner:       s.rec.Owner,
+		Cwd:         s.rec.Cwd,
+		CreatedAtMs: s.rec.Created.UnixMilli(),
+		UpdatedAtMs: s.rec.Updated.UnixMilli(),
+		Surfaces:    s.surfaceInfos(),
+		Code:        s.code,
+		Detail:      s.detail,
+		Queued:      uint32(len(s.inbox)),
+		Images:      s.images,
+		Epoch:       s.flog.epoch,
+		Head:        s.flog.head,
+	}
+}
+
+func (s *sessionActor) surfaceInfos() []*pb.SurfaceInfo {
+	out := make([]*pb.SurfaceInfo, 0, len(s.domains))
+	for name, d := range s.domains {
+		if d.registered {
+			out = append(out, &pb.SurfaceInfo{Domain: name, Commands: d.commands, Hosted: d.hosted, Rev: d.rev})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Domain < out[j].Domain })
+	return out
+}
+
+func jsonOf(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("session: frame not marshalable: " + err.Error())
+	}
+	return b
+}
+
+func stateFrame(key string, value json.RawMessage, rev uint64, deleted bool) []byte {
+	type state struct {
+		Key     string          `json:"key"`
+		Value   json.RawMessage `json:"value,omitempty"`
+		Rev     uint64          `json:"rev"`
+		Deleted bool            `json:"deleted,omitempty"`
+	}
+	if deleted {
+		value = nil
+	}
+	return jsonOf(state{Key: key, Value: value, Rev: rev, Deleted: deleted})
+}

@@ -1,0 +1,100 @@
+// Package session is the session actor: one per session, the owner of its
+// lifecycle, turn and inbox, KV, transcript and frame log, and the parent of
+// its surface domain actors and its agent process actor. Directory addresses
+// sessions by id (Local now; the cluster kind later).
+package session
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/surfaced/surfaced/actors/surface"
+	"github.com/surfaced/surfaced/metrics"
+	"github.com/surfaced/surfaced/store"
+)
+
+// AgentSpec is a configured agent: how to start it for a session.
+type AgentSpec struct {
+	Name        string
+	Title       string
+	Description string
+	Argv        []string
+	Env         []string // KEY=VALUE, added to the daemon's environment
+	Cwd         string   // default working directory
+	// Images: prompts may carry images (the agent's model accepts them).
+	Images bool
+}
+
+// Limits are the per-session limits and timings. Zero values take the defaults.
+type Limits struct {
+	ReplayFrames      int           // frame log window, frames (4096)
+	ReplayBytes       int           // frame log window, bytes (4 MiB)
+	MaxLine           int           // agent stdout line cap (16 MiB)
+	ReadyTimeout      time.Duration // agent readiness (30 s)
+	SettleWindow      time.Duration // agent-hosted command answer (15 s)
+	RestartMax        int           // restarts allowed within RestartWindow (3); negative: never restart
+	RestartWindow     time.Duration // (60 s)
+	RestartBackoff    time.Duration // first backoff, doubled per restart (250 ms)
+	CommandsPerSecond int           // per session (1000)
+	InboxMax          int           // queued prompts (100)
+	AbortGrace        time.Duration // a cancelled turn that does not end is ended after this (10 s)
+	IdleTimeout       time.Duration // a live session with no clients and no turn sleeps after this (0: never)
+	EndedLinger       time.Duration // an ended session's actor stays this long after its last request (60 s)
+	MaxSnapshot       int           // bytes of a surface snapshot (4 MiB)
+	MaxKVValue        int           // bytes of a KV value (1 MiB)
+}
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defd := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&l.ReplayFrames, DefaultReplayFrames)
+	def(&l.ReplayBytes, DefaultReplayBytes)
+	def(&l.MaxLine, 16<<20)
+	defd(&l.ReadyTimeout, 30*time.Second)
+	defd(&l.SettleWindow, surface.DefaultSettleWindow)
+	def(&l.RestartMax, 3)
+	defd(&l.RestartWindow, 60*time.Second)
+	defd(&l.RestartBackoff, 250*time.Millisecond)
+	def(&l.CommandsPerSecond, 1000)
+	def(&l.InboxMax, 100)
+	defd(&l.AbortGrace, 10*time.Second)
+	defd(&l.EndedLinger, 60*time.Second)
+	def(&l.MaxSnapshot, surface.DefaultMaxSnapshot)
+	def(&l.MaxKVValue, 1<<20)
+	return l
+}
+
+// Deps are the node services a session actor uses.
+type Deps struct {
+	NodeID string
+	Writer *store.Writer
+	// Agent looks up a configured agent by name.
+	Agent func(name string) (AgentSpec, bool)
+	// Domains returns the native domains for a session of the named agent.
+	Domains func(agent string) []surface.Domain
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics
+	Limits  Limits
+	// Props adds props options (the mailbox inspector) to every actor the
+	// session spawns, itself included; kind is session, surface or agentproc.
+	Props func(kind, sessionID, domain string) []actor.PropsOption
+	// Publish puts an event on the daemon's event bus (optional).
+	Publish func(event any)
+}
+
+func (d *Deps) props(kind, sessionID, domain string) []actor.PropsOption {
+	if d.Props == nil {
+		return nil
+	}
+	return d.Props(kind, sessionID, domain)
+}

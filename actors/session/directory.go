@@ -1,0 +1,204 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+	"github.com/surfaced/surfaced/store"
+)
+
+// ErrNotFound is returned for a session id the store does not hold.
+var ErrNotFound = errors.New("session not found")
+
+// ErrUnavailable is returned when the session could not be reached in time.
+var ErrUnavailable = errors.New("session unavailable")
+
+// DefaultRequestTimeout bounds a request without a context deadline. It is
+// longer than the settle window so that an agent-hosted command times out in
+// its domain actor, with a clear result, before the request does.
+const DefaultRequestTimeout = 30 * time.Second
+
+// Directory addresses sessions by id, wherever they live. A session actor is
+// activated on demand from the store (a virtual actor): any request to a
+// stored session reaches a live actor.
+type Directory interface {
+	// Request sends msg to the session's actor and waits for its answer.
+	Request(ctx context.Context, sessionID string, msg proto.Message) (proto.Message, error)
+	// Send delivers msg without waiting.
+	Send(ctx context.Context, sessionID string, msg proto.Message) error
+}
+
+// Local is the single-node Directory: session actors live in this process.
+type Local struct {
+	sys  *actor.ActorSystem
+	deps *Deps
+
+	mu     sync.Mutex
+	active map[string]*actor.PID
+	// activating serializes activation per session id.
+	activating map[string]*sync.Mutex
+	spawned    uint64
+}
+
+// NewLocal returns a Directory hosting sessions in sys.
+func NewLocal(sys *actor.ActorSystem, deps *Deps) *Local {
+	return &Local{sys: sys, deps: deps, active: map[string]*actor.PID{}, activating: map[string]*sync.Mutex{}}
+}
+
+// Request implements Directory.
+func (l *Local) Request(ctx context.Context, id string, msg proto.Message) (proto.Message, error) {
+	for attempt := 0; ; attempt++ {
+		pid, err := l.activate(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		timeout := DefaultRequestTimeout
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = time.Until(dl)
+			if timeout <= 0 {
+				return nil, fmt.Errorf("session %s: %w", id, context.DeadlineExceeded)
+			}
+		}
+		res, err := l.sys.Root.RequestFuture(pid, msg, timeout).Result()
+		if errors.Is(err, actor.ErrDeadLetter) && attempt == 0 {
+			// The actor stopped (slept or ended) between lookup and delivery.
+			l.forget(id, pid)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("session %s: %w: %w", id, ErrUnavailable, err)
+		}
+		pm, ok := res.(proto.Message)
+		if !ok {
+			return nil, fmt.Errorf("session %s: unexpected answer %T", id, res)
+		}
+		return pm, nil
+	}
+}
+
+// Send implements Directory.
+func (l *Local) Send(ctx context.Context, id string, msg proto.Message) error {
+	pid, err := l.activate(ctx, id)
+	if err != nil {
+		return err
+	}
+	l.sys.Root.Send(pid, msg)
+	return nil
+}
+
+// Lookup returns the PID of a live session actor (nil when it is not active).
+func (l *Local) Lookup(id string) *actor.PID {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.active[id]
+}
+
+// Live returns the ids of the active sessions.
+func (l *Local) Live() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]string, 0, len(l.active))
+	for id := range l.active {
+		out = append(out, id)
+	}
+	return out
+}
+
+// StopAll asks every active session to stop for reason (shutdown: they sleep
+// and wake on the next start) and waits for them.
+func (l *Local) StopAll(ctx context.Context, reason string) {
+	l.mu.Lock()
+	pids := make(map[string]*actor.PID, len(l.active))
+	for id, pid := range l.active {
+		pids[id] = pid
+	}
+	l.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, pid := range pids {
+		wg.Add(1)
+		go func(pid *actor.PID) {
+			defer wg.Done()
+			timeout := 10 * time.Second
+			if dl, ok := ctx.Deadline(); ok {
+				timeout = time.Until(dl)
+			}
+			_, _ = l.sys.Root.RequestFuture(pid, &pb.Stop{Caller: &pb.Caller{System: true}, Reason: reason}, timeout).Result()
+		}(pid)
+	}
+	wg.Wait()
+}
+
+func (l *Local) forget(id string, pid *actor.PID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cur, ok := l.active[id]; ok && cur.Equal(pid) {
+		delete(l.active, id)
+	}
+}
+
+func (l *Local) activate(ctx context.Context, id string) (*actor.PID, error) {
+	l.mu.Lock()
+	if pid, ok := l.active[id]; ok {
+		l.mu.Unlock()
+		return pid, nil
+	}
+	gate, ok := l.activating[id]
+	if !ok {
+		gate = &sync.Mutex{}
+		l.activating[id] = gate
+	}
+	l.mu.Unlock()
+
+	gate.Lock()
+	defer func() {
+		gate.Unlock()
+		l.mu.Lock()
+		delete(l.activating, id)
+		l.mu.Unlock()
+	}()
+	l.mu.Lock()
+	if pid, ok := l.active[id]; ok {
+		l.mu.Unlock()
+		return pid, nil
+	}
+	l.mu.Unlock()
+
+	if err := store.CheckSessionID(id); err != nil {
+		return nil, ErrNotFound
+	}
+	// A session that just slept may still have writes queued: its next
+	// activation must read them.
+	if err := l.deps.Writer.FlushSession(ctx, id); err != nil {
+		return nil, fmt.Errorf("session %s: %w", id, err)
+	}
+	rec, err := l.deps.Writer.Store().GetSession(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session %s: load: %w", id, err)
+	}
+	var pid *actor.PID
+	props := Props(Config{Record: rec, Deps: l.deps, OnStopping: func(p *actor.PID) { l.forget(id, p) }})
+	// Each activation has its own name: the previous one may still be
+	// finishing its stop.
+	l.mu.Lock()
+	l.spawned++
+	name := fmt.Sprintf("session-%s-%d", id, l.spawned)
+	l.mu.Unlock()
+	pid, err = l.sys.Root.SpawnNamed(props, name)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: spawn: %w", id, err)
+	}
+	l.mu.Lock()
+	l.active[id] = pid
+	l.mu.Unlock()
+	return pid, nil
+}

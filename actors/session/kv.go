@@ -1,0 +1,293 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	proc "github.com/surfaced/surfaced/agentproc"
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+	"github.com/surfaced/surfaced/store"
+)
+
+// PrefKey is the form of a key a client (browser or editor) may write:
+// <ns>.<pref>.
+var PrefKey = regexp.MustCompile(`^[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)+$`)
+
+// kvWrite is a KV write waiting for durability before its frame and answer.
+type kvWrite struct {
+	wseq    uint64
+	key     string
+	value   json.RawMessage
+	rev     uint64
+	deleted bool
+	sender  *actor.PID
+	notify  bool // tell the agent (state_changed)
+	done    bool
+}
+
+func (s *sessionActor) refuseCommand(ctx actor.Context, code, msg string) {
+	ctx.Respond(&pb.CommandResult{Refused: pb.Err(code, msg)})
+}
+
+// takeToken applies the per-session command rate limit.
+func (s *sessionActor) takeToken() bool {
+	now := time.Now()
+	rate := float64(s.lim.CommandsPerSecond)
+	if !s.tokensAt.IsZero() {
+		s.tokens += now.Sub(s.tokensAt).Seconds() * rate
+		if s.tokens > rate {
+			s.tokens = rate
+		}
+	}
+	s.tokensAt = now
+	if s.tokens < 1 {
+		return false
+	}
+	s.tokens--
+	return true
+}
+
+// runCommand routes a client's command to its domain actor, which answers
+// the caller directly.
+func (s *sessionActor) runCommand(ctx actor.Context, m *pb.RunCommand) {
+	if !s.allowed(m.GetCaller()) {
+		s.refuseCommand(ctx, CodeNotFound, "no such session")
+		return
+	}
+	if s.status == StatusEnded {
+		s.refuseCommand(ctx, CodeEnded, "the session has ended")
+		return
+	}
+	if !s.takeToken() {
+		s.deps.Metrics.Limited()
+		s.refuseCommand(ctx, CodeRateLimited, fmt.Sprintf("more than %d commands per second on this session", s.lim.CommandsPerSecond))
+		return
+	}
+	d, ok := s.domains[m.GetDomain()]
+	if !ok || !d.registered {
+		s.deps.Metrics.Command(proc.CodeSurfaceNotRegistered)
+		ctx.Respond(&pb.CommandResult{Error: pb.Err(proc.CodeSurfaceNotRegistered,
+			fmt.Sprintf("no surface %q is registered in this session", m.GetDomain()))})
+		return
+	}
+	s.deps.Metrics.Command(d.hosted)
+	ctx.Forward(d.pid)
+}
+
+// surfaceLine handles the surface lines of a surfaced/1 agent.
+func (s *sessionActor) surfaceLine(ctx actor.Context, typ string, line []byte) {
+	switch typ {
+	case proc.TypeSurfaceCommand:
+		var c proc.SurfaceCommand
+		if err := json.Unmarshal(line, &c); err != nil || c.ID == "" {
+			s.diagnostic("invalid_line", "surface_command needs an id, a domain and an action")
+			return
+		}
+		d, ok := s.domains[c.Domain]
+		if !ok || !d.registered {
+			s.send(ctx, proc.SurfaceCommandResult{Type: proc.TypeSurfaceCommandResult, ID: c.ID,
+				Error: &proc.ErrorBody{Code: proc.CodeSurfaceNotRegistered, Message: fmt.Sprintf("no surface %q is registered in this session", c.Domain)}}, false)
+			return
+		}
+		ctx.Request(d.pid, &pb.RunCommand{Caller: &pb.Caller{Via: "agent", System: true}, Domain: c.Domain,
+			Action: c.Action, Args: c.Args, Correlation: c.ID})
+	case proc.TypeSurfaceGet:
+		var g proc.SurfaceGet
+		if err := json.Unmarshal(line, &g); err != nil || g.ID == "" {
+			s.diagnostic("invalid_line", "surface_get needs an id and a domain")
+			return
+		}
+		res := proc.SurfaceGetResult{Type: proc.TypeSurfaceGetResult, ID: g.ID}
+		if d, ok := s.domains[g.Domain]; ok && d.registered {
+			if e, ok := s.kv[proc.SurfaceKey(g.Domain)]; ok && !e.deleted {
+				res.OK, res.State, res.Rev = true, e.value, e.rev
+			} else {
+				res.OK, res.State = true, json.RawMessage("null")
+			}
+		} else {
+			res.Error = &proc.ErrorBody{Code: proc.CodeSurfaceNotRegistered, Message: fmt.Sprintf("no surface %q is registered in this session", g.Domain)}
+		}
+		s.send(ctx, res, false)
+	case proc.TypeStateSet, proc.TypeStateDelete:
+		var w struct {
+			Key   string          `json:"key"`
+			Value json.RawMessage `json:"value"`
+		}
+		if err := json.Unmarshal(line, &w); err != nil || w.Key == "" {
+			s.diagnostic("invalid_line", typ+" needs a key")
+			return
+		}
+		if strings.HasPrefix(w.Key, proc.SurfaceKeyPrefix) {
+			s.diagnostic("state_refused", fmt.Sprintf("the agent tried to write %q: surface snapshots are written by their domain actor only", w.Key))
+			return
+		}
+		if typ == proc.TypeStateSet && len(w.Value) == 0 {
+			w.Value = json.RawMessage("null")
+		}
+		if len(w.Value) > s.lim.MaxKVValue {
+			s.diagnostic("state_refused", fmt.Sprintf("the agent's value for %q is %d bytes, over the %d-byte limit", w.Key, len(w.Value), s.lim.MaxKVValue))
+			return
+		}
+		s.writeKV(ctx, w.Key, w.Value, typ == proc.TypeStateDelete, nil, false)
+	}
+}
+
+// agentCommandResult relays a domain's answer to the agent's surface_command.
+func (s *sessionActor) agentCommandResult(ctx actor.Context, m *pb.CommandResult) {
+	if m.GetCorrelation() == "" {
+		return
+	}
+	r := proc.SurfaceCommandResult{Type: proc.TypeSurfaceCommandResult, ID: m.GetCorrelation(), OK: m.GetOk(), Data: m.GetData()}
+	if e := m.GetError(); e != nil && !m.GetOk() {
+		r.Error = &proc.ErrorBody{Code: e.GetCode(), Message: e.GetMessage()}
+	}
+	s.send(ctx, r, false)
+}
+
+func (s *sessionActor) setState(ctx actor.Context, m *pb.SetState) {
+	if !s.allowed(m.GetCaller()) {
+		ctx.Respond(&pb.SetStateResult{Error: notFound()})
+		return
+	}
+	key := m.GetKey()
+	switch {
+	case s.status == StatusEnded:
+		ctx.Respond(&pb.SetStateResult{Error: pb.Err(CodeEnded, "the session has ended")})
+	case strings.HasPrefix(key, proc.SurfaceKeyPrefix):
+		ctx.Respond(&pb.SetStateResult{Error: pb.Err(CodeReadOnly, fmt.Sprintf("%q is a surface snapshot: only its domain writes it; run a command instead", key))})
+	case !PrefKey.MatchString(key):
+		ctx.Respond(&pb.SetStateResult{Error: pb.Err(CodeInvalidKey, fmt.Sprintf("the key %q is not of the form <ns>.<pref> (%s)", key, PrefKey))})
+	case !m.GetDelete() && !json.Valid(m.GetValue()):
+		ctx.Respond(&pb.SetStateResult{Error: pb.Err(CodeInvalidValue, "the value is missing or not JSON")})
+	case len(m.GetValue()) > s.lim.MaxKVValue:
+		ctx.Respond(&pb.SetStateResult{Error: pb.Err(CodeTooLarge, fmt.Sprintf("the value is %d bytes, over the %d-byte limit", len(m.GetValue()), s.lim.MaxKVValue))})
+	case !s.takeToken():
+		s.deps.Metrics.Limited()
+		ctx.Respond(&pb.SetStateResult{Error: pb.Err(CodeRateLimited, fmt.Sprintf("more than %d writes per second on this session", s.lim.CommandsPerSecond))})
+	default:
+		s.writeKV(ctx, key, m.GetValue(), m.GetDelete(), ctx.Sender(), true)
+	}
+}
+
+// writeKV assigns the key's next rev and persists it; the frame, the answer
+// and the agent's state_changed go out once the write is durable.
+func (s *sessionActor) writeKV(ctx actor.Context, key string, value json.RawMessage, del bool, sender *actor.PID, notify bool) {
+	e := s.kv[key]
+	if e == nil {
+		e = &kvEntry{}
+		s.kv[key] = e
+	}
+	e.rev++
+	if del {
+		e.value, e.deleted = nil, true
+	} else {
+		e.value, e.deleted = value, false
+	}
+	s.wseq++
+	w := &kvWrite{wseq: s.wseq, key: key, value: e.value, rev: e.rev, deleted: del, sender: sender, notify: notify}
+	s.waiting = append(s.waiting, w)
+	self, root, wseq := s.self, s.root, w.wseq
+	s.deps.Writer.Submit(store.Op{SessionID: s.rec.ID,
+		KV:   []store.KV{{Key: key, Value: e.value, Rev: e.rev, Deleted: del}},
+		Done: func(err error) { root.Send(self, &kvPersisted{wseq: wseq, err: err}) }})
+}
+
+func (s *sessionActor) kvPersisted(ctx actor.Context, m *kvPersisted) {
+	if m.err != nil {
+		s.log.Error("KV write failed", "err", m.err)
+	}
+	for _, w := range s.waiting {
+		if w.wseq == m.wseq {
+			w.done = true
+		}
+	}
+	n := 0
+	for _, w := range s.waiting {
+		if !w.done {
+			break
+		}
+		n++
+		s.emit(KindState, stateFrame(w.key, w.value, w.rev, w.deleted), "state:"+w.key)
+		if w.sender != nil {
+			ctx.Send(w.sender, &pb.SetStateResult{Ok: true, Rev: w.rev})
+		}
+		if w.notify && s.announced {
+			s.send(ctx, proc.StateChanged{Type: proc.TypeStateChanged, Key: w.key, Value: w.value, Rev: w.rev, Deleted: w.deleted}, false)
+		}
+	}
+	s.waiting = s.waiting[n:]
+}
+
+// stateCommitted publishes a domain actor's durable snapshot.
+func (s *sessionActor) stateCommitted(ctx actor.Context, m *pb.StateCommitted) {
+	key := m.GetKey()
+	e := s.kv[key]
+	if e == nil {
+		e = &kvEntry{}
+		s.kv[key] = e
+	}
+	if m.GetRev() <= e.rev && e.value != nil {
+		s.log.Warn("stale snapshot ignored", "key", key, "rev", m.GetRev(), "have", e.rev)
+		return
+	}
+	e.value, e.rev, e.deleted = m.GetValue(), m.GetRev(), m.GetDeleted()
+	if d, ok := s.domains[strings.TrimPrefix(key, proc.SurfaceKeyPrefix)]; ok {
+		d.rev = m.GetRev()
+	}
+	s.emit(KindState, stateFrame(key, e.value, e.rev, e.deleted), "state:"+key)
+}
+
+func (s *sessionActor) getState(ctx actor.Context, m *pb.GetState) {
+	if !s.allowed(m.GetCaller()) {
+		ctx.Respond(&pb.StateEntries{Error: notFound()})
+		return
+	}
+	out := &pb.StateEntries{}
+	for k, e := range s.kv {
+		out.Entries = append(out.Entries, &pb.KVEntry{Key: k, Value: e.value, Rev: e.rev, Deleted: e.deleted})
+	}
+	ctx.Respond(out)
+}
+
+// getMessages answers with the transcript from the store, once every entry
+// this actor submitted is written (so a reader always sees its own turns).
+func (s *sessionActor) getMessages(ctx actor.Context, m *pb.GetMessages) {
+	if !s.allowed(m.GetCaller()) {
+		ctx.Respond(&pb.Transcript{Error: notFound()})
+		return
+	}
+	sender := ctx.Sender()
+	root := s.root
+	st := s.deps.Writer.Store()
+	id := s.rec.ID
+	read := func() {
+		// Read off the actor's goroutine: a long transcript must not stall it.
+		go func() {
+			c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			entries, err := st.Transcript(c, id)
+			if err != nil {
+				root.Send(sender, &pb.Transcript{Error: pb.Err(CodeInternal, "the transcript could not be read")})
+				return
+			}
+			out := &pb.Transcript{Entries: make([]*pb.TranscriptEntry, 0, len(entries))}
+			for _, e := range entries {
+				out.Entries = append(out.Entries, &pb.TranscriptEntry{Role: e.Role, Text: e.Text, ToolCallId: e.ToolCallID,
+					ToolName: e.ToolName, ToolArgs: e.ToolArgs, ToolResult: e.ToolResult, IsError: e.IsError,
+					AtMs: e.At.UnixMilli(), Via: e.Via, TurnId: e.TurnID, PromptId: e.PromptID})
+			}
+			root.Send(sender, out)
+		}()
+	}
+	if s.trDone == s.trSubmit {
+		read()
+		return
+	}
+	s.trWait = append(s.trWait, read)
+}

@@ -1,0 +1,664 @@
+package session
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/surfaced/surfaced/actors/surface"
+	proc "github.com/surfaced/surfaced/agentproc"
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+	"github.com/surfaced/surfaced/store"
+)
+
+// queued is a prompt waiting in the inbox.
+type queued struct {
+	id     uint64
+	text   string
+	images []*pb.Image
+	via    string
+	tag    string
+}
+
+// turn is the turn in progress: one prompt command to the agent answering
+// every message that was queued when it started.
+type turn struct {
+	id        uint64
+	promptIDs []uint64
+	reqID     string
+	aborted   bool
+	started   time.Time
+
+	// Streaming parts of the assistant message in progress.
+	msgN      int
+	open      map[string]bool // part ids open (text-start without text-end)
+	text      strings.Builder
+	thinking  strings.Builder
+	lastStop  string
+	lastError string
+	tools     map[string]json.RawMessage // toolCallId -> args
+}
+
+// dialog is an agent dialog waiting for an answer.
+type dialog struct {
+	id     string
+	method string
+	turn   uint64
+}
+
+func (s *sessionActor) prompt(ctx actor.Context, m *pb.Prompt) {
+	if !s.allowed(m.GetCaller()) {
+		ctx.Respond(&pb.PromptResult{Error: notFound()})
+		return
+	}
+	switch {
+	case s.status == StatusEnded:
+		ctx.Respond(&pb.PromptResult{Error: pb.Err(CodeEnded, "the session has ended")})
+		return
+	case s.status == StatusError && !s.restartDue:
+		ctx.Respond(&pb.PromptResult{Error: pb.Err(CodeUnavailable, "the agent is not running: "+s.detail)})
+		return
+	case strings.TrimSpace(m.GetMessage()) == "" && len(m.GetImages()) == 0:
+		ctx.Respond(&pb.PromptResult{Error: pb.Err(CodeEmptyPrompt, "the prompt has no text")})
+		return
+	case len(m.GetImages()) > 0 && !s.images:
+		ctx.Respond(&pb.PromptResult{Error: pb.Err(CodeImagesRefused, "this agent does not accept images")})
+		return
+	case len(s.inbox) >= s.lim.InboxMax:
+		ctx.Respond(&pb.PromptResult{Error: pb.Err(CodeInboxFull, fmt.Sprintf("%d prompts are already waiting", len(s.inbox)))})
+		return
+	}
+	s.promptID++
+	q := &queued{id: s.promptID, text: m.GetMessage(), images: m.GetImages(), via: m.GetCaller().GetVia(), tag: m.GetClientTag()}
+	willQueue := s.turn != nil || !s.ready || len(s.inbox) > 0
+	s.inbox = append(s.inbox, q)
+	s.deps.Metrics.Prompt()
+	type userMsg struct {
+		PromptID uint64 `json:"promptId"`
+		Text     string `json:"text"`
+		Via      string `json:"via,omitempty"`
+		Tag      string `json:"tag,omitempty"`
+		Queued   bool   `json:"queued"`
+		Images   int    `json:"images,omitempty"`
+	}
+	s.emitChat(map[string]any{"type": "data-user-message", "data": userMsg{
+		PromptID: q.id, Text: q.text, Via: q.via, Tag: q.tag, Queued: willQueue, Images: len(q.images)}})
+	ctx.Respond(&pb.PromptResult{Accepted: true, Queued: willQueue, PromptId: q.id})
+	if willQueue {
+		s.emitStatus() // queued count changed
+	}
+	s.maybeStartTurn(ctx)
+	ctx.CancelReceiveTimeout()
+}
+
+func (s *sessionActor) maybeStartTurn(ctx actor.Context) {
+	if s.turn != nil || !s.ready || len(s.inbox) == 0 || s.agent == nil {
+		return
+	}
+	batch := s.inbox
+	s.inbox = nil
+	s.turnID++
+	t := &turn{id: s.turnID, started: time.Now(), open: map[string]bool{}, tools: map[string]json.RawMessage{}}
+	var texts []string
+	var images []proc.ImageContent
+	var entries []store.Entry
+	now := time.Now()
+	for _, q := range batch {
+		t.promptIDs = append(t.promptIDs, q.id)
+		texts = append(texts, q.text)
+		for _, im := range q.images {
+			images = append(images, proc.ImageContent{Type: "image", Data: im.GetData(), MimeType: im.GetMimeType()})
+		}
+		entries = append(entries, store.Entry{Role: "user", Text: q.text, Via: q.via, TurnID: t.id, PromptID: q.id, At: now})
+	}
+	s.turn = t
+	s.appendTranscript(entries)
+	t.reqID = s.reqID("prompt")
+	s.emitStatus()
+	s.emitChat(map[string]any{"type": "start", "messageId": "turn-" + strconv.FormatUint(t.id, 10),
+		"messageMetadata": map[string]any{"turnId": t.id, "promptIds": t.promptIDs}})
+	s.send(ctx, proc.PromptCommand{ID: t.reqID, Type: proc.CmdPrompt, Message: strings.Join(texts, "\n\n"), Images: images}, true)
+	s.log.Info("turn started", "turn", t.id, "prompts", len(batch))
+}
+
+// endTurn closes the turn: busy goes false before finish, so a client that
+// stops reading at finish has already seen the session idle.
+func (s *sessionActor) endTurn(ctx actor.Context, stopReason, errorText string) {
+	t := s.turn
+	if t == nil {
+		return
+	}
+	s.closeParts()
+	s.recordAssistant()
+	s.turn = nil
+	s.cancelDialogs(ctx, t.id)
+	s.emitStatus()
+	switch stopReason {
+	case "cancelled":
+		s.emitChat(map[string]any{"type": "abort"})
+	case "error":
+		if errorText != "" {
+			s.emitChat(map[string]any{"type": "error", "errorText": errorText})
+		}
+	}
+	s.emitChat(map[string]any{"type": "finish", "messageMetadata": map[string]any{
+		"turnId": t.id, "promptIds": t.promptIDs, "stopReason": stopReason}})
+	s.log.Info("turn ended", "turn", t.id, "stop", stopReason, "took", time.Since(t.started).Round(time.Millisecond))
+	s.maybeStartTurn(ctx)
+	s.armIdle(ctx)
+}
+
+// failInbox answers every queued prompt with an error turn (nothing can run them).
+func (s *sessionActor) failInbox(ctx actor.Context, why string) {
+	if len(s.inbox) == 0 {
+		return
+	}
+	batch := s.inbox
+	s.inbox = nil
+	s.turnID++
+	ids := make([]uint64, 0, len(batch))
+	for _, q := range batch {
+		ids = append(ids, q.id)
+	}
+	s.emitChat(map[string]any{"type": "start", "messageId": "turn-" + strconv.FormatUint(s.turnID, 10),
+		"messageMetadata": map[string]any{"turnId": s.turnID, "promptIds": ids}})
+	s.emitChat(map[string]any{"type": "error", "errorText": "The message was not answered: " + why + "."})
+	s.emitChat(map[string]any{"type": "finish", "messageMetadata": map[string]any{
+		"turnId": s.turnID, "promptIds": ids, "stopReason": "cancelled"}})
+	s.emitStatus()
+}
+
+func (s *sessionActor) abort(ctx actor.Context, m *pb.Abort) {
+	if !s.allowed(m.GetCaller()) {
+		ctx.Respond(&pb.AbortResult{Error: notFound()})
+		return
+	}
+	if s.status == StatusEnded {
+		ctx.Respond(&pb.AbortResult{Error: pb.Err(CodeEnded, "the session has ended")})
+		return
+	}
+	t := s.turn
+	if t == nil {
+		ctx.Respond(&pb.AbortResult{Ok: true})
+		return
+	}
+	if !t.aborted {
+		t.aborted = true
+		s.cancelDialogs(ctx, t.id)
+		s.send(ctx, proc.SimpleCommand{ID: s.reqID("abort"), Type: proc.CmdAbort}, false)
+		self, root, id := s.self, s.root, t.id
+		time.AfterFunc(s.lim.AbortGrace, func() { root.Send(self, &abortGrace{turn: id}) })
+	}
+	ctx.Respond(&pb.AbortResult{Ok: true, WasBusy: true})
+}
+
+func (s *sessionActor) emitChat(chunk any) {
+	s.emit(KindChat, jsonOf(chunk), "")
+}
+
+// ---------------------------------------------------------------------------
+// Agent lines
+
+func (s *sessionActor) agentReply(ctx actor.Context, m *pb.AgentReply) {
+	id := m.GetId()
+	switch {
+	case strings.HasPrefix(id, "ready-"):
+		if m.GetFailed() || !strings.HasPrefix(id, "ready-"+strconv.FormatUint(uint64(s.incarnation), 10)+"-") {
+			return
+		}
+		var r proc.Response
+		if err := json.Unmarshal(m.GetLine(), &r); err != nil || !r.Success {
+			s.log.Warn("get_commands failed; waiting for readiness", "err", r.Error)
+			return
+		}
+		s.becomeReady(ctx)
+	case strings.HasPrefix(id, "prompt-"):
+		if m.GetFailed() || s.turn == nil || s.turn.reqID != id {
+			return
+		}
+		var r proc.Response
+		if err := json.Unmarshal(m.GetLine(), &r); err != nil {
+			s.endTurn(ctx, "error", "The agent answered the prompt with an invalid response.")
+			return
+		}
+		if !r.Success {
+			// The agent refused the prompt (no model, bad request): say so,
+			// rather than wait for a turn that will never come.
+			msg := r.Error
+			if msg == "" {
+				msg = "the agent refused the prompt"
+			}
+			s.endTurn(ctx, "error", msg)
+		}
+	}
+}
+
+func (s *sessionActor) agentLine(ctx actor.Context, m *pb.AgentLine) {
+	line := m.GetLine()
+	switch m.GetType() {
+	case proc.TypeAgentReady:
+		s.agentReady(ctx, line)
+	case proc.TypeResponse:
+		var r proc.Response
+		_ = json.Unmarshal(line, &r)
+		if r.ID == "" && !r.Success {
+			// pi answers lines it does not know with an id-less failure.
+			s.log.Debug("agent refused a line", "command", r.Command, "error", r.Error)
+		} else {
+			s.log.Debug("uncorrelated response", "id", r.ID, "command", r.Command)
+		}
+	case proc.TypeExtensionUIRequest:
+		s.uiRequest(ctx, line)
+	case proc.TypeSurfaceCommand, proc.TypeSurfaceGet, proc.TypeStateSet, proc.TypeStateDelete:
+		if !s.announced {
+			s.diagnostic("invalid_line", m.GetType()+" from an agent that did not announce "+proc.Protocol)
+			return
+		}
+		s.surfaceLine(ctx, m.GetType(), line)
+	case proc.TypeSurfaceDispatchResult:
+		s.log.Debug("late surface_dispatch_result ignored", "id", m.GetId())
+	default:
+		s.agentEvent(ctx, m.GetType(), line)
+	}
+}
+
+func (s *sessionActor) agentReady(ctx actor.Context, line []byte) {
+	var r proc.AgentReady
+	if err := json.Unmarshal(line, &r); err != nil {
+		s.diagnostic("invalid_line", "agent_ready is not valid: "+err.Error())
+		return
+	}
+	if s.announced {
+		s.diagnostic("invalid_line", "agent_ready sent twice; the second is ignored")
+		return
+	}
+	s.announced = true
+	if r.Images {
+		s.images = true
+	}
+	for _, decl := range r.Surfaces {
+		if decl.Domain == "" {
+			s.diagnostic("invalid_line", "agent_ready declares a surface without a domain")
+			continue
+		}
+		d, exists := s.domains[decl.Domain]
+		if exists && d.registered && (d.hosted != surface.HostedAgent || d.incarnation == s.incarnation) {
+			who := "natively"
+			if d.hosted == surface.HostedAgent {
+				who = "earlier in agent_ready"
+			}
+			msg := fmt.Sprintf("domain %q is already registered %s; the first registration is kept", decl.Domain, who)
+			s.send(ctx, proc.SurfaceRegisterResult{Type: proc.TypeSurfaceRegisterResult, Domain: decl.Domain, OK: false,
+				Error: &proc.ErrorBody{Code: proc.CodeDuplicateDomain, Message: msg}}, false)
+			s.diagnostic(proc.CodeDuplicateDomain, msg)
+			continue
+		}
+		cmds := append([]string(nil), decl.Commands...)
+		if exists && d.hosted == surface.HostedAgent {
+			// The restarted agent hosts its domain again: same actor, same
+			// snapshot and rev, new agent.
+			d.incarnation = s.incarnation
+			d.commands = cmds
+			d.registered = true
+			ctx.Send(d.pid, &pb.AgentAvailable{Agent: pb.PidOf(s.agent), Incarnation: s.incarnation, Commands: cmds})
+			continue
+		}
+		s.spawnDomain(ctx, surface.Config{Domain: decl.Domain, Hosted: surface.HostedAgent, Commands: cmds, Initial: decl.InitialState}, cmds, s.incarnation)
+	}
+	s.becomeReady(ctx)
+}
+
+func (s *sessionActor) agentEvent(ctx actor.Context, typ string, line []byte) {
+	var ev proc.Event
+	if err := json.Unmarshal(line, &ev); err != nil {
+		s.diagnostic("invalid_line", typ+" is not a valid event: "+err.Error())
+		return
+	}
+	t := s.turn
+	switch typ {
+	case proc.EventAgentStart:
+	case proc.EventTurnStart:
+		if t != nil {
+			s.emitChat(map[string]any{"type": "start-step"})
+		}
+	case proc.EventTurnEnd:
+		if t != nil {
+			s.closeParts()
+			s.emitChat(map[string]any{"type": "finish-step"})
+		}
+	case proc.EventMessageStart:
+		if t != nil && ev.Message != nil && ev.Message.Role == "assistant" {
+			t.msgN++
+		}
+	case proc.EventMessageUpdate:
+		if t != nil && ev.AssistantMessageEvent != nil {
+			s.messageUpdate(ev.AssistantMessageEvent)
+		}
+	case proc.EventMessageEnd:
+		if t != nil && ev.Message != nil && ev.Message.Role == "assistant" {
+			s.closeParts()
+			t.lastStop = ev.Message.StopReason
+			t.lastError = ev.Message.ErrorMessage
+			// The final message is the truth for the transcript (deltas may
+			// have been partial when a stream was resumed).
+			t.text.Reset()
+			t.thinking.Reset()
+			for _, b := range ev.Message.Blocks() {
+				switch b.Type {
+				case "text":
+					t.text.WriteString(b.Text)
+				case "thinking":
+					t.thinking.WriteString(b.Thinking)
+				}
+			}
+			s.recordAssistant()
+		}
+	case proc.EventToolExecutionStart:
+		if t != nil {
+			t.tools[ev.ToolCallID] = ev.Args
+		}
+		s.emitChat(map[string]any{"type": "tool-input-available", "toolCallId": ev.ToolCallID, "toolName": ev.ToolName, "input": rawOrEmpty(ev.Args)})
+	case proc.EventToolExecutionUpdate:
+		s.emitChat(map[string]any{"type": "tool-output-available", "toolCallId": ev.ToolCallID, "output": rawOrNull(ev.PartialResult), "preliminary": true})
+	case proc.EventToolExecutionEnd:
+		var args json.RawMessage
+		if t != nil {
+			args = t.tools[ev.ToolCallID]
+			delete(t.tools, ev.ToolCallID)
+		}
+		if ev.IsError {
+			s.emitChat(map[string]any{"type": "tool-output-error", "toolCallId": ev.ToolCallID, "errorText": toolText(ev.Result)})
+		} else {
+			s.emitChat(map[string]any{"type": "tool-output-available", "toolCallId": ev.ToolCallID, "output": rawOrNull(ev.Result)})
+		}
+		var turnID uint64
+		if t != nil {
+			turnID = t.id
+		}
+		s.appendTranscript([]store.Entry{{Role: "tool", ToolCallID: ev.ToolCallID, ToolName: ev.ToolName,
+			ToolArgs: args, ToolResult: ev.Result, IsError: ev.IsError, TurnID: turnID, At: time.Now()}})
+	case proc.EventAgentEnd:
+		if t == nil {
+			return
+		}
+		if ev.WillRetry {
+			return
+		}
+		stop, errText := "end_turn", ""
+		last := t.lastStop
+		lastErr := t.lastError
+		for i := len(ev.Messages) - 1; i >= 0; i-- {
+			if ev.Messages[i].Role == "assistant" {
+				last = ev.Messages[i].StopReason
+				lastErr = ev.Messages[i].ErrorMessage
+				break
+			}
+		}
+		switch {
+		case t.aborted || last == "aborted":
+			stop = "cancelled"
+		case last == "length":
+			stop = "max_tokens"
+		case last == "error":
+			stop = "error"
+			errText = lastErr
+			if errText == "" {
+				errText = "The model failed without saying why."
+			}
+		}
+		s.endTurn(ctx, stop, errText)
+	case proc.EventSessionInfoChanged:
+		if ev.Name != "" {
+			s.setTitle(ev.Name)
+		}
+	case proc.EventQueueUpdate, proc.EventCompactionStart, proc.EventCompactionEnd,
+		proc.EventAutoCompactionStart, proc.EventAutoCompactionEnd, proc.EventAutoRetryStart,
+		proc.EventAutoRetryEnd, proc.EventExtensionError, proc.EventThinkingLevelChanged:
+		s.emitChat(map[string]any{"type": "data-agent-event", "data": json.RawMessage(line), "transient": true})
+	default:
+		s.log.Debug("agent line of unknown type ignored", "type", typ)
+	}
+}
+
+func (s *sessionActor) partID(kind string, index int) string {
+	return fmt.Sprintf("%d-%d-%s%d", s.turn.id, s.turn.msgN, kind, index)
+}
+
+func (s *sessionActor) messageUpdate(e *proc.AssistantMessageEvent) {
+	t := s.turn
+	switch e.Type {
+	case proc.AMETextStart:
+		id := s.partID("t", e.ContentIndex)
+		if !t.open[id] {
+			t.open[id] = true
+			s.emitChat(map[string]any{"type": "text-start", "id": id})
+		}
+	case proc.AMETextDelta:
+		id := s.partID("t", e.ContentIndex)
+		if !t.open[id] {
+			t.open[id] = true
+			s.emitChat(map[string]any{"type": "text-start", "id": id})
+		}
+		t.text.WriteString(e.Delta)
+		s.emitChat(map[string]any{"type": "text-delta", "id": id, "delta": e.Delta})
+	case proc.AMETextEnd:
+		id := s.partID("t", e.ContentIndex)
+		if t.open[id] {
+			delete(t.open, id)
+			s.emitChat(map[string]any{"type": "text-end", "id": id})
+		}
+	case proc.AMEThinkingStart:
+		id := s.partID("r", e.ContentIndex)
+		if !t.open[id] {
+			t.open[id] = true
+			s.emitChat(map[string]any{"type": "reasoning-start", "id": id})
+		}
+	case proc.AMEThinkingDelta:
+		id := s.partID("r", e.ContentIndex)
+		if !t.open[id] {
+			t.open[id] = true
+			s.emitChat(map[string]any{"type": "reasoning-start", "id": id})
+		}
+		t.thinking.WriteString(e.Delta)
+		s.emitChat(map[string]any{"type": "reasoning-delta", "id": id, "delta": e.Delta})
+	case proc.AMEThinkingEnd:
+		id := s.partID("r", e.ContentIndex)
+		if t.open[id] {
+			delete(t.open, id)
+			s.emitChat(map[string]any{"type": "reasoning-end", "id": id})
+		}
+	case proc.AMEError:
+		if e.Reason == "aborted" {
+			t.lastStop = "aborted"
+		} else {
+			t.lastStop = "error"
+			if e.Error != nil {
+				t.lastError = e.Error.ErrorMessage
+			}
+		}
+	}
+}
+
+// closeParts ends every open text/reasoning part (a message that ended or
+// was cut without its *_end events).
+func (s *sessionActor) closeParts() {
+	t := s.turn
+	if t == nil {
+		return
+	}
+	for id := range t.open {
+		kind := "text-end"
+		if strings.Contains(id, "-r") {
+			kind = "reasoning-end"
+		}
+		s.emitChat(map[string]any{"type": kind, "id": id})
+	}
+	clear(t.open)
+}
+
+// recordAssistant moves the text gathered so far into the transcript.
+func (s *sessionActor) recordAssistant() {
+	t := s.turn
+	if t == nil {
+		return
+	}
+	var entries []store.Entry
+	now := time.Now()
+	if t.thinking.Len() > 0 {
+		entries = append(entries, store.Entry{Role: "thinking", Text: t.thinking.String(), TurnID: t.id, At: now})
+	}
+	if t.text.Len() > 0 {
+		entries = append(entries, store.Entry{Role: "assistant", Text: t.text.String(), TurnID: t.id, At: now})
+	}
+	t.text.Reset()
+	t.thinking.Reset()
+	s.appendTranscript(entries)
+}
+
+func (s *sessionActor) appendTranscript(entries []store.Entry) {
+	if len(entries) == 0 {
+		return
+	}
+	s.trSubmit++
+	self, root := s.self, s.root
+	s.deps.Writer.Submit(store.Op{SessionID: s.rec.ID, Transcript: entries,
+		Done: func(error) { root.Send(self, &trPersisted{}) }})
+}
+
+func (s *sessionActor) setTitle(title string) {
+	if title == s.rec.Title {
+		return
+	}
+	s.rec.Title = title
+	s.deps.Writer.Submit(store.Op{SessionID: s.rec.ID, Update: &store.SessionUpdate{Title: &title}})
+	s.emitStatus()
+}
+
+func rawOrEmpty(r json.RawMessage) json.RawMessage {
+	if len(r) == 0 {
+		return json.RawMessage("{}")
+	}
+	return r
+}
+
+func rawOrNull(r json.RawMessage) json.RawMessage {
+	if len(r) == 0 {
+		return json.RawMessage("null")
+	}
+	return r
+}
+
+// toolText is the text of a tool result ({content:[{type:text,text}]}), or
+// its JSON when it has no text.
+func toolText(r json.RawMessage) string {
+	var tr proc.ToolResult
+	if json.Unmarshal(r, &tr) == nil {
+		var b strings.Builder
+		for _, c := range tr.Content {
+			if c.Type == "text" {
+				b.WriteString(c.Text)
+			}
+		}
+		if b.Len() > 0 {
+			return b.String()
+		}
+	}
+	var s string
+	if json.Unmarshal(r, &s) == nil {
+		return s
+	}
+	return string(r)
+}
+
+// ---------------------------------------------------------------------------
+// Agent dialogs and notices
+
+func (s *sessionActor) uiRequest(ctx actor.Context, line []byte) {
+	var r proc.ExtensionUIRequest
+	if err := json.Unmarshal(line, &r); err != nil || r.Method == "" {
+		s.diagnostic("invalid_line", "extension_ui_request without a method")
+		return
+	}
+	switch {
+	case proc.IsDialog(r.Method):
+		if r.ID == "" {
+			s.diagnostic("invalid_line", "a dialog without an id cannot be answered")
+			return
+		}
+		var turnID uint64
+		if s.turn != nil {
+			turnID = s.turn.id
+		}
+		s.dialogs[r.ID] = &dialog{id: r.ID, method: r.Method, turn: turnID}
+		s.emit(KindUIRequest, uiFrame(line), "ui:"+r.ID)
+	case r.Method == "setStatus":
+		s.emit(KindUIRequest, uiFrame(line), "uistatus:"+r.StatusKey)
+	case r.Method == "setWidget":
+		s.emit(KindUIRequest, uiFrame(line), "uiwidget:"+r.WidgetKey)
+	case r.Method == "setTitle":
+		s.emit(KindUIRequest, uiFrame(line), "uititle")
+		if r.Title != "" {
+			s.setTitle(r.Title)
+		}
+	default:
+		s.emit(KindUIRequest, uiFrame(line), "")
+	}
+}
+
+// uiFrame is the request as the agent sent it, without its line type.
+func uiFrame(line []byte) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(line, &m) != nil {
+		return line
+	}
+	delete(m, "type")
+	return jsonOf(m)
+}
+
+func (s *sessionActor) uiResponse(ctx actor.Context, m *pb.UIResponse) {
+	if !s.allowed(m.GetCaller()) {
+		ctx.Respond(&pb.UIResponseResult{Error: notFound()})
+		return
+	}
+	d, ok := s.dialogs[m.GetId()]
+	if !ok {
+		ctx.Respond(&pb.UIResponseResult{Error: pb.Err(CodeUnknownUI, "no agent dialog is waiting with that id")})
+		return
+	}
+	resp := proc.ExtensionUIResponse{Type: proc.TypeExtensionUIResponse, ID: d.id}
+	switch m.GetWhich() {
+	case "value":
+		v := m.GetValue()
+		resp.Value = &v
+	case "confirmed":
+		c := m.GetConfirmed()
+		resp.Confirmed = &c
+	default:
+		resp.Cancelled = true
+	}
+	s.send(ctx, resp, false)
+	s.resolveDialog(d)
+	ctx.Respond(&pb.UIResponseResult{Ok: true})
+}
+
+func (s *sessionActor) resolveDialog(d *dialog) {
+	delete(s.dialogs, d.id)
+	s.flog.Unstick("ui:" + d.id)
+	s.emit(KindUIRequest, jsonOf(map[string]any{"id": d.id, "method": d.method, "resolved": true}), "")
+}
+
+// cancelDialogs answers "cancelled" to the dialogs of a turn (0: all) that
+// nobody answered, and tells the clients they are gone.
+func (s *sessionActor) cancelDialogs(ctx actor.Context, turnID uint64) {
+	for _, d := range s.dialogs {
+		if turnID != 0 && d.turn != turnID {
+			continue
+		}
+		s.send(ctx, proc.ExtensionUIResponse{Type: proc.TypeExtensionUIResponse, ID: d.id, Cancelled: true}, false)
+		s.resolveDialog(d)
+	}
+}

@@ -1,0 +1,445 @@
+package surface
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/surfaced/surfaced/agentproc"
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+	"github.com/surfaced/surfaced/store"
+)
+
+// Hosting of a domain.
+const (
+	HostedNative = "native"
+	HostedAgent  = "agent"
+)
+
+// DefaultSettleWindow is how long an agent-hosted command waits for the
+// agent's surface_dispatch_result.
+const DefaultSettleWindow = 15 * time.Second
+
+// DefaultMaxSnapshot bounds a committed snapshot; larger payloads belong in
+// artifacts, referenced from the snapshot.
+const DefaultMaxSnapshot = 4 << 20
+
+// Config configures one domain actor.
+type Config struct {
+	SessionID string
+	Domain    string
+	Hosted    string // HostedNative or HostedAgent
+
+	// Native is the definition of a native domain.
+	Native Domain
+	// Commands are the actions of an agent-hosted domain, as it declared them.
+	Commands []string
+	// Initial is an agent-hosted domain's initialState, used when nothing is stored.
+	Initial json.RawMessage
+
+	// Stored is the persisted snapshot and rev of this domain, if any.
+	Stored *store.KV
+
+	// Writer persists committed snapshots. Results and snapshots are released
+	// only once their write is durable.
+	Writer *store.Writer
+
+	SettleWindow time.Duration // 0: DefaultSettleWindow
+	MaxSnapshot  int           // 0: DefaultMaxSnapshot
+	Logger       *slog.Logger
+}
+
+// Props returns the props of a domain actor; the session spawns it as a child
+// and is its parent: committed snapshots go to the parent as *pb.StateCommitted.
+func Props(cfg Config, opts ...actor.PropsOption) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return newDomainActor(cfg) }, opts...)
+}
+
+type domainActor struct {
+	cfg    Config
+	log    *slog.Logger
+	key    string
+	state  json.RawMessage
+	rev    uint64
+	native Instance
+
+	agent *actor.PID // agent-hosted: the agent process actor, nil while unavailable
+
+	// An agent-hosted command in flight (the mailbox's "one at a time" spans
+	// the round trip to the agent); commands arriving meanwhile wait in queue.
+	inflight *pending
+	queue    []pending
+	nextID   uint64
+
+	// Results wait here, in command order, until the snapshots before them are
+	// durable.
+	release []*outcome
+	persist uint64 // sequence of submitted writes
+}
+
+type pending struct {
+	cmd    *pb.RunCommand
+	sender *actor.PID
+	id     string
+	timer  *time.Timer
+}
+
+type outcome struct {
+	sender *actor.PID
+	result *pb.CommandResult
+	commit *pb.StateCommitted
+	wseq   uint64 // the write this outcome waits for (0: none)
+	done   bool
+}
+
+// Local messages from the actor's own timers and writer callbacks.
+type settleTimeout struct{ id string }
+type persisted struct {
+	wseq uint64
+	err  error
+}
+
+func newDomainActor(cfg Config) *domainActor {
+	if cfg.SettleWindow <= 0 {
+		cfg.SettleWindow = DefaultSettleWindow
+	}
+	if cfg.MaxSnapshot <= 0 {
+		cfg.MaxSnapshot = DefaultMaxSnapshot
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &domainActor{
+		cfg: cfg,
+		key: agentproc.SurfaceKey(cfg.Domain),
+		log: log.With("session", cfg.SessionID, "domain", cfg.Domain),
+	}
+}
+
+func (d *domainActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		d.start(ctx)
+	case *pb.RunCommand:
+		p := pending{cmd: m, sender: ctx.Sender()}
+		if d.inflight != nil {
+			d.queue = append(d.queue, p)
+			return
+		}
+		d.run(ctx, p)
+	case *pb.AgentAvailable:
+		d.agent = m.GetAgent().Actor()
+		if len(m.GetCommands()) > 0 {
+			d.cfg.Commands = append([]string(nil), m.GetCommands()...)
+		}
+		if d.agent == nil && d.inflight != nil {
+			d.finishDispatch(ctx, surfaceFail(agentproc.CodeAgentUnavailable, "the agent stopped before answering"), nil)
+		}
+	case *pb.AgentReply:
+		if d.inflight == nil || d.inflight.id != m.GetId() {
+			d.log.Warn("late or unknown dispatch result ignored", "id", m.GetId())
+			return
+		}
+		if m.GetFailed() {
+			d.finishDispatch(ctx, surfaceFail(agentproc.CodeAgentUnavailable, "the agent stopped before answering"), nil)
+			return
+		}
+		res, state := parseDispatchResult(m.GetLine())
+		d.finishDispatch(ctx, res, state)
+	case *settleTimeout:
+		if d.inflight == nil || d.inflight.id != m.id {
+			return
+		}
+		d.finishDispatch(ctx, surfaceFail(agentproc.CodeTimeout,
+			fmt.Sprintf("the agent did not answer within %s; the state is unchanged", d.cfg.SettleWindow)), nil)
+	case *persisted:
+		if m.err != nil {
+			// The snapshot stays the truth in memory; the next write carries it
+			// (every write is the full snapshot at a higher rev).
+			d.log.Error("snapshot write failed", "rev", d.rev, "err", m.err)
+		}
+		for _, o := range d.release {
+			if o.wseq == m.wseq {
+				o.done = true
+			}
+		}
+		d.flush(ctx)
+	case *actor.Stopping:
+		for _, p := range d.queue {
+			d.reply(ctx, p.sender, d.result(p.cmd, surfaceFail(agentproc.CodeAgentUnavailable, "the session is stopping")))
+		}
+		d.queue = nil
+		if d.inflight != nil {
+			d.inflight.timer.Stop()
+			d.reply(ctx, d.inflight.sender, d.result(d.inflight.cmd, surfaceFail(agentproc.CodeAgentUnavailable, "the session is stopping")))
+			d.inflight = nil
+		}
+	}
+}
+
+func surfaceFail(code, msg string) Result { return Fail(code, msg) }
+
+func (d *domainActor) start(ctx actor.Context) {
+	var stored json.RawMessage
+	if kv := d.cfg.Stored; kv != nil && !kv.Deleted && kv.Value != nil {
+		stored = kv.Value
+		d.rev = kv.Rev
+	} else if kv != nil {
+		d.rev = kv.Rev
+	}
+	switch d.cfg.Hosted {
+	case HostedNative:
+		in, err := d.cfg.Native.New(stored)
+		if err != nil && stored != nil {
+			// A snapshot that no longer fits the type (the domain's code
+			// changed): start from the initial state at the next rev rather
+			// than refuse the session, and say so.
+			d.log.Error("stored snapshot does not fit; starting from the initial state", "err", err)
+			in, err = d.cfg.Native.New(nil)
+			stored = nil
+		}
+		if err != nil {
+			d.log.Error("native domain cannot start", "err", err)
+			return
+		}
+		d.native = in
+		if stored == nil {
+			snap, err := in.Snapshot()
+			if err != nil {
+				d.log.Error("native domain initial state", "err", err)
+				return
+			}
+			d.commit(ctx, snap, nil, nil)
+		} else {
+			d.state = stored
+		}
+	case HostedAgent:
+		if stored != nil {
+			d.state = stored
+		} else {
+			initial := d.cfg.Initial
+			if len(initial) == 0 || string(initial) == "null" {
+				initial = json.RawMessage("{}")
+			}
+			d.commit(ctx, initial, nil, nil)
+		}
+	}
+}
+
+func (d *domainActor) result(cmd *pb.RunCommand, r Result) *pb.CommandResult {
+	out := &pb.CommandResult{Ok: r.OK, Data: r.Data, Correlation: cmd.GetCorrelation()}
+	if !r.OK {
+		e := r.Err
+		if e == nil {
+			e = &Error{Code: agentproc.CodeDispatchFailed, Message: "the command failed"}
+		}
+		out.Error = &pb.Error{Code: e.Code, Message: e.Message}
+		out.Data = nil
+	}
+	return out
+}
+
+func (d *domainActor) run(ctx actor.Context, p pending) {
+	cmd := p.cmd
+	if cmd.GetAction() == agentproc.SurfaceKey(d.cfg.Domain) {
+		d.respondAfterWrites(ctx, p.sender, d.result(cmd, Result{OK: true}))
+		return
+	}
+	switch d.cfg.Hosted {
+	case HostedNative:
+		if d.native == nil {
+			d.respondAfterWrites(ctx, p.sender, d.result(cmd, Fail(agentproc.CodeDispatchFailed, "the domain failed to start")))
+			return
+		}
+		res, changed := d.native.Dispatch(cmd.GetAction(), cmd.GetArgs())
+		if !changed {
+			d.respondAfterWrites(ctx, p.sender, d.result(cmd, res))
+			return
+		}
+		snap, err := d.native.Snapshot()
+		if err != nil {
+			d.respondAfterWrites(ctx, p.sender, d.result(cmd, Fail(agentproc.CodeDispatchFailed, err.Error())))
+			return
+		}
+		d.commit(ctx, snap, p.sender, d.result(cmd, res))
+	case HostedAgent:
+		if !d.declared(cmd.GetAction()) {
+			d.respondAfterWrites(ctx, p.sender, d.result(cmd, Fail(agentproc.CodeUnknownAction,
+				fmt.Sprintf("surface %q has no command %q", d.cfg.Domain, cmd.GetAction()))))
+			return
+		}
+		if d.agent == nil {
+			d.respondAfterWrites(ctx, p.sender, d.result(cmd, Fail(agentproc.CodeAgentUnavailable,
+				"the agent that hosts this surface is not running")))
+			return
+		}
+		d.nextID++
+		p.id = d.cfg.Domain + "#" + strconv.FormatUint(d.nextID, 10)
+		args := cmd.GetArgs()
+		if len(args) == 0 {
+			args = json.RawMessage("{}")
+		}
+		line, err := json.Marshal(agentproc.SurfaceDispatch{
+			Type: agentproc.TypeSurfaceDispatch, ID: p.id, Domain: d.cfg.Domain,
+			Action: cmd.GetAction(), Args: args, State: d.state, Rev: d.rev,
+		})
+		if err != nil {
+			d.respondAfterWrites(ctx, p.sender, d.result(cmd, Fail(agentproc.CodeInvalidArgs, "the args are not JSON")))
+			return
+		}
+		self := ctx.Self()
+		root := ctx.ActorSystem().Root
+		id := p.id
+		p.timer = time.AfterFunc(d.cfg.SettleWindow, func() { root.Send(self, &settleTimeout{id: id}) })
+		d.inflight = &p
+		ctx.Send(d.agent, &pb.AgentSend{Line: line, ExpectId: p.id, ReplyTo: pb.PidOf(self)})
+	}
+}
+
+func (d *domainActor) declared(action string) bool {
+	for _, c := range d.cfg.Commands {
+		if c == action {
+			return true
+		}
+	}
+	return false
+}
+
+// finishDispatch completes the agent-hosted command in flight and starts the
+// next queued one.
+func (d *domainActor) finishDispatch(ctx actor.Context, res Result, state json.RawMessage) {
+	p := d.inflight
+	d.inflight = nil
+	p.timer.Stop()
+	if state != nil {
+		d.commit(ctx, state, p.sender, d.result(p.cmd, res))
+	} else {
+		d.respondAfterWrites(ctx, p.sender, d.result(p.cmd, res))
+	}
+	for d.inflight == nil && len(d.queue) > 0 {
+		next := d.queue[0]
+		d.queue = d.queue[1:]
+		d.run(ctx, next)
+	}
+}
+
+// commit assigns the next rev to snap, persists it, and releases the result
+// and the snapshot once the write is durable.
+func (d *domainActor) commit(ctx actor.Context, snap json.RawMessage, sender *actor.PID, res *pb.CommandResult) {
+	if len(snap) > d.cfg.MaxSnapshot {
+		if res != nil {
+			res = &pb.CommandResult{Correlation: res.Correlation, Error: &pb.Error{Code: agentproc.CodeDispatchFailed,
+				Message: fmt.Sprintf("the new snapshot is %d bytes, over the %d-byte limit; keep large payloads in artifacts", len(snap), d.cfg.MaxSnapshot)}}
+		}
+		d.respondAfterWrites(ctx, sender, res)
+		return
+	}
+	d.rev++
+	d.state = snap
+	if res != nil {
+		res.Rev = d.rev
+	}
+	d.persist++
+	wseq := d.persist
+	d.release = append(d.release, &outcome{
+		sender: sender, result: res, wseq: wseq,
+		commit: &pb.StateCommitted{Key: d.key, Value: snap, Rev: d.rev},
+	})
+	self := ctx.Self()
+	root := ctx.ActorSystem().Root
+	d.cfg.Writer.Submit(store.Op{
+		SessionID: d.cfg.SessionID,
+		KV:        []store.KV{{Key: d.key, Value: snap, Rev: d.rev}},
+		Done:      func(err error) { root.Send(self, &persisted{wseq: wseq, err: err}) },
+	})
+	d.log.Debug("surface committed", "rev", d.rev, "bytes", len(snap))
+}
+
+// respondAfterWrites answers a command that changed nothing, after the results
+// of earlier commands (whose writes may still be in flight).
+func (d *domainActor) respondAfterWrites(ctx actor.Context, sender *actor.PID, res *pb.CommandResult) {
+	if len(d.release) == 0 {
+		d.reply(ctx, sender, res)
+		return
+	}
+	d.release = append(d.release, &outcome{sender: sender, result: res, done: true})
+}
+
+func (d *domainActor) flush(ctx actor.Context) {
+	n := 0
+	for _, o := range d.release {
+		if !o.done {
+			break
+		}
+		if o.commit != nil {
+			ctx.Send(ctx.Parent(), o.commit)
+		}
+		d.reply(ctx, o.sender, o.result)
+		n++
+	}
+	if n > 0 {
+		copy(d.release, d.release[n:])
+		for i := len(d.release) - n; i < len(d.release); i++ {
+			d.release[i] = nil
+		}
+		d.release = d.release[:len(d.release)-n]
+	}
+}
+
+func (d *domainActor) reply(ctx actor.Context, to *actor.PID, res *pb.CommandResult) {
+	if to == nil || res == nil {
+		return
+	}
+	ctx.Send(to, res)
+}
+
+// parseDispatchResult normalizes a surface_dispatch_result line. A state of
+// JSON null counts as absent (unchanged).
+func parseDispatchResult(line []byte) (Result, json.RawMessage) {
+	var msg agentproc.SurfaceDispatchResult
+	if err := json.Unmarshal(line, &msg); err != nil {
+		return Fail(agentproc.CodeDispatchFailed, "the agent's dispatch result is not valid: "+err.Error()), nil
+	}
+	var state json.RawMessage
+	if len(msg.State) > 0 && string(msg.State) != "null" {
+		state = msg.State
+	}
+	return NormalizeAgentResult(msg.Result), state
+}
+
+// NormalizeAgentResult turns the result object an agent sent into a Result:
+// {ok:true,data?} or {ok:false,error:{code,message}}; anything else is
+// dispatch_failed.
+func NormalizeAgentResult(raw json.RawMessage) Result {
+	var r struct {
+		OK    *bool           `json:"ok"`
+		Data  json.RawMessage `json:"data"`
+		Error *struct {
+			Code    *string `json:"code"`
+			Message *string `json:"message"`
+		} `json:"error"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &r) != nil || r.OK == nil {
+		return Fail(agentproc.CodeDispatchFailed, "the agent answered without a valid result ({ok, data?} or {ok:false, error})")
+	}
+	if *r.OK {
+		data := r.Data
+		if string(data) == "null" {
+			data = nil
+		}
+		return Result{OK: true, Data: data}
+	}
+	if r.Error == nil || r.Error.Code == nil || *r.Error.Code == "" {
+		return Fail(agentproc.CodeDispatchFailed, "the agent reported a failure without an error code")
+	}
+	msg := ""
+	if r.Error.Message != nil {
+		msg = *r.Error.Message
+	}
+	return Fail(*r.Error.Code, msg)
+}

@@ -1,0 +1,211 @@
+package agentkit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+
+	"github.com/surfaced/surfaced/agentproc"
+)
+
+// Error is a command failure with a stable code. A surface command that
+// returns an *Error (or an error wrapping one) fails with that code; any other
+// error fails with "dispatch_failed". SurfaceCommand returns an *Error when the
+// daemon answers ok:false.
+type Error struct {
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return e.Code
+	}
+	return e.Code + ": " + e.Message
+}
+
+// Errorf returns an *Error with code and a formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Surface declares an agent-hosted domain. The agent holds no state of its own:
+// each surface_dispatch carries the domain actor's current state, the command
+// computes against it, and the actor commits what comes back.
+type Surface[S any] struct {
+	// Domain is the domain name, e.g. "demo"; its snapshot key is "surface:<domain>".
+	Domain string
+	// Initial is announced in agent_ready as the domain's initial state; it is
+	// also the state a dispatch starts from when the daemon sends no state.
+	Initial S
+	// Commands by action name.
+	Commands map[string]Command[S]
+}
+
+// Command runs one action against the state in ctx. Its result becomes
+// {ok:true,data:<result>} (a nil result omits data); see Error for failures.
+// A command changes the state only through ctx.SetState; a command that fails
+// (error or panic) changes nothing, even if it called SetState.
+type Command[S any] func(ctx *SurfaceCtx[S], args json.RawMessage) (any, error)
+
+// Typed adapts a command with typed arguments. Args that are absent or null
+// leave A at its zero value; args that do not decode into A fail the command
+// with code "invalid_args" before f runs.
+func Typed[S, A any](f func(ctx *SurfaceCtx[S], args A) (any, error)) Command[S] {
+	return func(ctx *SurfaceCtx[S], raw json.RawMessage) (any, error) {
+		var args A
+		if len(bytes.TrimSpace(raw)) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+			if err := json.Unmarshal(raw, &args); err != nil {
+				return nil, &Error{Code: agentproc.CodeInvalidArgs,
+					Message: fmt.Sprintf("%s.%s: args do not match %T: %v", ctx.Domain, ctx.Action, args, err)}
+			}
+		}
+		return f(ctx, args)
+	}
+}
+
+// SurfaceCtx is what a command sees: the state it runs against and the means
+// to change it. It is built fresh for every dispatch and is not safe for use
+// after the command returns.
+type SurfaceCtx[S any] struct {
+	// Domain and Action name the command; Rev is the rev of the state it runs against.
+	Domain string
+	Action string
+	Rev    uint64
+
+	ctx     context.Context
+	state   S
+	changed bool
+}
+
+// Context is the dispatch's context; it ends when the agent stops.
+func (c *SurfaceCtx[S]) Context() context.Context { return c.ctx }
+
+// Get returns the current state, including changes made by SetState.
+func (c *SurfaceCtx[S]) Get() S { return c.state }
+
+// SetState replaces the state with f(current). The new state goes back to the
+// domain actor, which commits it with the next rev.
+func (c *SurfaceCtx[S]) SetState(f func(S) S) {
+	c.state = f(c.state)
+	c.changed = true
+}
+
+// surfaceHost is a Surface with its state type erased.
+type surfaceHost interface {
+	decl() agentproc.SurfaceDecl
+	dispatch(ctx context.Context, log *slog.Logger, d *agentproc.SurfaceDispatch) (agentproc.Result, json.RawMessage)
+}
+
+type surfaceHostOf[S any] struct {
+	s       Surface[S]
+	initial json.RawMessage
+}
+
+// AddSurface registers an agent-hosted domain. It panics, like
+// http.ServeMux.Handle, on programmer errors: an empty or duplicate domain, a
+// nil command, an initial state that does not encode, or a call after Run.
+func AddSurface[S any](a *Agent, s Surface[S]) {
+	if s.Domain == "" {
+		panic("agentkit: AddSurface with an empty domain")
+	}
+	for name, c := range s.Commands {
+		if c == nil {
+			panic(fmt.Sprintf("agentkit: surface %q: command %q is nil", s.Domain, name))
+		}
+	}
+	initial, err := json.Marshal(s.Initial)
+	if err != nil {
+		panic(fmt.Sprintf("agentkit: surface %q: initial state does not encode: %v", s.Domain, err))
+	}
+	a.addSurface(s.Domain, &surfaceHostOf[S]{s: s, initial: initial})
+}
+
+func (h *surfaceHostOf[S]) decl() agentproc.SurfaceDecl {
+	cmds := make([]string, 0, len(h.s.Commands))
+	for name := range h.s.Commands {
+		cmds = append(cmds, name)
+	}
+	slices.Sort(cmds)
+	return agentproc.SurfaceDecl{Domain: h.s.Domain, Commands: cmds, InitialState: h.initial}
+}
+
+// dispatch runs one command and normalizes its outcome as spec "Command
+// results" says. The returned state is nil unless the command succeeded and
+// called SetState.
+func (h *surfaceHostOf[S]) dispatch(ctx context.Context, log *slog.Logger, d *agentproc.SurfaceDispatch) (res agentproc.Result, state json.RawMessage) {
+	if d.Action == agentproc.SurfaceKey(h.s.Domain) {
+		return agentproc.Result{OK: true}, nil // the probe command
+	}
+	cmd, ok := h.s.Commands[d.Action]
+	if !ok {
+		return failure(agentproc.CodeUnknownAction, fmt.Sprintf("surface %q has no command %q", h.s.Domain, d.Action)), nil
+	}
+	sc := &SurfaceCtx[S]{Domain: h.s.Domain, Action: d.Action, Rev: d.Rev, ctx: ctx}
+	raw := d.State
+	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		raw = h.initial // decoded afresh so that no dispatch shares memory with Initial
+	}
+	if err := json.Unmarshal(raw, &sc.state); err != nil {
+		return failure(agentproc.CodeDispatchFailed,
+			fmt.Sprintf("surface %q: state does not decode into %T: %v", h.s.Domain, sc.state, err)), nil
+	}
+
+	data, err := runCommand(cmd, sc, d.Args, log)
+	if err != nil {
+		return errorResult(err), nil
+	}
+	res = agentproc.Result{OK: true}
+	if data != nil {
+		b, err := json.Marshal(data)
+		if err != nil {
+			return failure(agentproc.CodeDispatchFailed,
+				fmt.Sprintf("%s.%s: result does not encode: %v", h.s.Domain, d.Action, err)), nil
+		}
+		res.Data = b
+	}
+	if sc.changed {
+		b, err := json.Marshal(sc.state)
+		if err != nil {
+			return failure(agentproc.CodeDispatchFailed,
+				fmt.Sprintf("%s.%s: new state does not encode: %v", h.s.Domain, d.Action, err)), nil
+		}
+		state = b
+	}
+	return res, state
+}
+
+// runCommand calls cmd and turns a panic into an error.
+func runCommand[S any](cmd Command[S], sc *SurfaceCtx[S], args json.RawMessage, log *slog.Logger) (data any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("surface command panicked", "domain", sc.Domain, "action", sc.Action,
+				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			data, err = nil, &Error{Code: agentproc.CodeDispatchFailed, Message: fmt.Sprintf("panic: %v", r)}
+		}
+	}()
+	return cmd(sc, args)
+}
+
+// errorResult maps an error to a command result: a coded *Error keeps its
+// code, anything else is dispatch_failed with the error's text.
+func errorResult(err error) agentproc.Result {
+	var ce *Error
+	if errors.As(err, &ce) && ce.Code != "" {
+		msg := ce.Message
+		if msg == "" {
+			msg = err.Error()
+		}
+		return failure(ce.Code, msg)
+	}
+	return failure(agentproc.CodeDispatchFailed, err.Error())
+}
+
+func failure(code, message string) agentproc.Result {
+	return agentproc.Result{Error: &agentproc.ErrorBody{Code: code, Message: message}}
+}

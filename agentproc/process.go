@@ -1,0 +1,592 @@
+package agentproc
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+)
+
+// The agent subprocess: one child per session, in its own process group, with one writer for its
+// stdin, one reader for its stdout (the protocol) and one for its stderr (the session log). Unix
+// only: it relies on process groups.
+
+// WriteQueueLimit bounds the bytes Process.Write queues for an agent that does not read its stdin:
+// past it Write fails with ErrWriteQueueFull instead of growing without end. Beyond the queue, the
+// writer goroutine holds the one chunk it is writing (64 KiB, or one record if that is longer).
+const WriteQueueLimit = 64 << 20
+
+const (
+	defaultStderrBytes = 64 << 10
+	defaultKillAfter   = 2 * time.Second
+	// After the child exits its pipes are drained while data keeps coming, waiting at most
+	// drainIdle for each read and stopping drainMax after the exit: a process that left the group
+	// and still holds a pipe must not delay the exit report.
+	drainIdle = 50 * time.Millisecond
+	drainMax  = 500 * time.Millisecond
+	// stderrTailBytes is how much of the stderr ring ExitStatus.StderrTail carries.
+	stderrTailBytes = 4 << 10
+	// stderrLineMax splits an endless stderr line for Spec.Stderr.
+	stderrLineMax = 64 << 10
+	// writeBufSize is the bufio.Writer size in front of stdin.
+	writeBufSize = 64 << 10
+	// writeChunk is the unit of the stdin queue: records are appended to 64 KiB chunks, which the
+	// writer takes one at a time and recycles, so a burst neither grows one huge buffer nor
+	// allocates per record.
+	writeChunk = 64 << 10
+	// maxFreeChunks bounds the recycled chunks kept for reuse (1 MiB).
+	maxFreeChunks = 16
+	// excerptBytes is how much of a dropped line a Diagnostic quotes.
+	excerptBytes = 64
+)
+
+// ErrClosed is returned by Process.Write after the process exited or Close was called.
+var ErrClosed = errors.New("agentproc: process closed")
+
+// ErrWriteQueueFull is returned by Process.Write when WriteQueueLimit bytes are already waiting for
+// the agent to read them (so a single record longer than WriteQueueLimit is always refused).
+var ErrWriteQueueFull = errors.New("agentproc: stdin queue full: the agent is not reading its input")
+
+// Spec describes the agent process to start.
+type Spec struct {
+	Argv        []string      // program and arguments; Argv[0] is looked up in PATH when it has no slash
+	Dir         string        // working directory; "" means the daemon's
+	Env         []string      // "K=V" entries added to os.Environ() (later entries win)
+	MaxLine     int           // cap on one stdout record in bytes; 0: DefaultMaxLine
+	StderrBytes int           // size of the stderr ring buffer; 0: 64 KiB
+	KillAfter   time.Duration // how long Close waits after SIGTERM before SIGKILL; 0: 2s
+	// Stderr, when set, receives each stderr line (without "\n" and a trailing "\r"; a line longer
+	// than 64 KiB arrives in pieces), for the session log. It is called from the stderr goroutine.
+	Stderr func(line string)
+	Logger *slog.Logger // optional; nil discards
+}
+
+// Diagnostic describes a stdout line that was dropped because it is not a protocol line.
+type Diagnostic struct {
+	Code    string // CodeInvalidJSON, CodeNotAnObject, CodeMissingType or CodeLineTooLong
+	Message string // what is wrong, with a quoted excerpt of the line when it was kept
+	Len     int64  // length of the dropped line in bytes
+}
+
+// ExitStatus is how the agent process ended.
+type ExitStatus struct {
+	Code       int    // exit code; -1 when killed by a signal or when the status is unknown
+	Signal     string // the signal that killed the process, e.g. "SIGKILL"; "" when it exited
+	Err        error  // a failure of waiting for or reading from the process; nil normally
+	StderrTail string // the last lines of stderr (at most 4 KiB), which usually say why it ended
+}
+
+// Handler receives what the agent writes on stdout, and its exit. Line and Invalid are called from
+// the one reader goroutine, in stdout order; they should return quickly (a slow Handler slows the
+// agent down, through the pipe). No Handler method may call Process.Close: it waits for Exited to
+// return.
+type Handler interface {
+	Line(env Envelope, line []byte) // from the reader goroutine, in stdout order; line is the handler's to keep
+	Invalid(d Diagnostic)           // a dropped line; the stream goes on
+	Exited(st ExitStatus)           // exactly once, after the last Line/Invalid
+}
+
+// Process is a running agent subprocess, created by Start. Its methods are safe for concurrent use.
+type Process struct {
+	cmd       *exec.Cmd
+	pid       int
+	h         Handler
+	log       *slog.Logger
+	maxLine   int
+	killAfter time.Duration
+	stderrCB  func(string)
+
+	stdin  *os.File
+	stdout *childPipe
+	stderr *childPipe
+	ring   *ring
+
+	readErr error // a stdout read failure, set by the reader before readerDone is closed
+	done    chan struct{}
+
+	// stdin writer state, guarded by wmu.
+	wmu     sync.Mutex
+	wq      [][]byte // chunks of records waiting for the writer goroutine, each record ending in '\n'
+	wqBytes int      // bytes in wq
+	wfree   [][]byte // empty chunks of cap writeChunk, for reuse
+	wclosed bool     // the process exited or Close was called
+	werr    error    // a write failure (broken pipe); sticky
+	wwake   chan struct{}
+	wstop   chan struct{}
+	stopped sync.Once
+
+	// sigMu orders signals against reaping: once the child is reaped its pid may be reused, so no
+	// signal is sent to its group after that.
+	sigMu  sync.Mutex
+	reaped bool
+
+	closing sync.Once
+}
+
+// Start starts the agent process described by spec and the goroutines that serve it; h receives
+// its output and exit. Errors: empty argv, nil h, or the exec failure (wrapped).
+func Start(spec Spec, h Handler) (*Process, error) {
+	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
+		return nil, errors.New("agentproc: start: empty argv")
+	}
+	if h == nil {
+		return nil, errors.New("agentproc: start: nil Handler")
+	}
+	logger := spec.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+
+	if spec.Dir != "" {
+		// exec reports a bad directory as the program's "no such file or directory": say which.
+		if fi, err := os.Stat(spec.Dir); err != nil {
+			return nil, fmt.Errorf("agentproc: start %q: working directory: %w", spec.Argv[0], err)
+		} else if !fi.IsDir() {
+			return nil, fmt.Errorf("agentproc: start %q: working directory %s: %w", spec.Argv[0], spec.Dir, syscall.ENOTDIR)
+		}
+	}
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Dir = spec.Dir
+	cmd.Env = append(os.Environ(), spec.Env...) // exec keeps the last of duplicate keys
+	// A group of its own, so that Close and the exit clean-up reach the grandchildren too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	// *os.File pipes, not cmd.StdoutPipe & co: with files exec starts no copying goroutines, so
+	// cmd.Wait returns when the child exits even if a grandchild still holds a pipe. Our ends stay
+	// non-blocking and support deadlines; os.Pipe sets close-on-exec so other sessions' children do
+	// not inherit them.
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	stdinR, stdinW, err := pipe()
+	if err != nil {
+		return nil, fmt.Errorf("agentproc: start %q: stdin pipe: %w", spec.Argv[0], err)
+	}
+	stdoutR, stdoutW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("agentproc: start %q: stdout pipe: %w", spec.Argv[0], err)
+	}
+	stderrR, stderrW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("agentproc: start %q: stderr pipe: %w", spec.Argv[0], err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
+	if err := cmd.Start(); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("agentproc: start %q: %w", spec.Argv[0], err)
+	}
+	// The child has its copies; ours of its ends would keep the pipes open.
+	stdinR.Close()
+	stdoutW.Close()
+	stderrW.Close()
+
+	p := &Process{
+		cmd:       cmd,
+		pid:       cmd.Process.Pid,
+		h:         h,
+		log:       logger.With("pid", cmd.Process.Pid),
+		maxLine:   spec.MaxLine,
+		killAfter: spec.KillAfter,
+		stderrCB:  spec.Stderr,
+		stdin:     stdinW,
+		stdout:    &childPipe{f: stdoutR},
+		stderr:    &childPipe{f: stderrR},
+		done:      make(chan struct{}),
+		wwake:     make(chan struct{}, 1),
+		wstop:     make(chan struct{}),
+	}
+	if p.killAfter <= 0 {
+		p.killAfter = defaultKillAfter
+	}
+	size := spec.StderrBytes
+	if size <= 0 {
+		size = defaultStderrBytes
+	}
+	p.ring = newRing(size)
+
+	readerDone := make(chan struct{})
+	stderrDone := make(chan struct{})
+	go p.writeLoop()
+	go p.readStdout(readerDone)
+	go p.readStderr(stderrDone)
+	go p.watch(readerDone, stderrDone)
+	p.log.Debug("agent started", "argv", spec.Argv, "dir", spec.Dir)
+	return p, nil
+}
+
+// Pid is the process id of the agent, which is also its process group id.
+func (p *Process) Pid() int { return p.pid }
+
+// Done is closed after Handler.Exited has returned.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Stderr returns a copy of the stderr ring buffer: the last Spec.StderrBytes bytes of stderr.
+func (p *Process) Stderr() []byte { return p.ring.Bytes() }
+
+// Write queues one record for the agent's stdin and returns without waiting for the agent. line is
+// one record without its '\n' (a single trailing '\n' is accepted, so AppendRecord's output can be
+// passed as is); the writer goroutine adds it, writes through a bufio.Writer and flushes when the
+// queue drains. line is copied. Errors: ErrNewlineInRecord for a '\n' inside line; ErrClosed after
+// exit or Close; the write error (wrapping syscall.EPIPE when the agent closed its stdin) once a
+// write has failed; ErrWriteQueueFull when WriteQueueLimit bytes are waiting.
+func (p *Process) Write(line []byte) error {
+	if n := len(line); n > 0 && line[n-1] == '\n' {
+		line = line[:n-1]
+	}
+	if bytes.IndexByte(line, '\n') >= 0 {
+		return ErrNewlineInRecord
+	}
+	p.wmu.Lock()
+	switch {
+	case p.wclosed:
+		p.wmu.Unlock()
+		return ErrClosed
+	case p.werr != nil:
+		err := p.werr
+		p.wmu.Unlock()
+		return err
+	case p.wqBytes+len(line)+1 > WriteQueueLimit:
+		queued := p.wqBytes
+		p.wmu.Unlock()
+		return fmt.Errorf("%w (%d bytes waiting, record of %d bytes)", ErrWriteQueueFull, queued, len(line)+1)
+	}
+	n := len(line) + 1
+	if k := len(p.wq); k > 0 && cap(p.wq[k-1])-len(p.wq[k-1]) >= n {
+		p.wq[k-1] = append(append(p.wq[k-1], line...), '\n')
+	} else {
+		var c []byte
+		if k := len(p.wfree); k > 0 && n <= writeChunk {
+			c, p.wfree = p.wfree[k-1], p.wfree[:k-1]
+		} else {
+			c = make([]byte, 0, max(n, writeChunk))
+		}
+		p.wq = append(p.wq, append(append(c, line...), '\n'))
+	}
+	p.wqBytes += n
+	p.wmu.Unlock()
+	select {
+	case p.wwake <- struct{}{}:
+	default: // the writer is already due to look at the queue
+	}
+	return nil
+}
+
+// writeLoop is the only writer of stdin. It writes the queue a chunk at a time through a
+// bufio.Writer (which coalesces the small chunks of records that arrive one by one) and flushes
+// once the queue is empty.
+func (p *Process) writeLoop() {
+	bw := bufio.NewWriterSize(p.stdin, writeBufSize)
+	var written []byte // the chunk just written, to recycle
+	for {
+		select {
+		case <-p.wstop:
+			return
+		case <-p.wwake:
+		}
+		for {
+			p.wmu.Lock()
+			if written != nil && cap(written) == writeChunk && len(p.wfree) < maxFreeChunks {
+				p.wfree = append(p.wfree, written[:0])
+			}
+			written = nil
+			if len(p.wq) == 0 {
+				p.wmu.Unlock()
+				break
+			}
+			chunk := p.wq[0]
+			p.wq[0] = nil
+			p.wq = p.wq[1:]
+			p.wqBytes -= len(chunk)
+			p.wmu.Unlock()
+			if _, err := bw.Write(chunk); err != nil {
+				p.writeFailed(err)
+				return
+			}
+			written = chunk
+		}
+		if err := bw.Flush(); err != nil {
+			p.writeFailed(err)
+			return
+		}
+	}
+}
+
+// writeFailed makes every later Write fail with err, and says so once in the log.
+func (p *Process) writeFailed(err error) {
+	select {
+	case <-p.wstop:
+		return // we closed stdin ourselves
+	default:
+	}
+	err = fmt.Errorf("agentproc: write to agent stdin: %w", err)
+	p.wmu.Lock()
+	p.werr = err
+	p.wq, p.wqBytes, p.wfree = nil, 0, nil
+	p.wmu.Unlock()
+	p.log.Warn("agent stdin is broken; later writes fail", "err", err)
+}
+
+// stopWriter ends the agent's stdin: later writes fail with ErrClosed, queued records are dropped,
+// and a write stuck on a full pipe returns.
+func (p *Process) stopWriter() {
+	p.stopped.Do(func() {
+		p.wmu.Lock()
+		p.wclosed = true
+		p.wq, p.wqBytes, p.wfree = nil, 0, nil
+		p.wmu.Unlock()
+		close(p.wstop)
+		p.stdin.Close()
+	})
+}
+
+// readStdout turns stdout into Handler calls until EOF, a read error, or the drain limit after exit.
+func (p *Process) readStdout(done chan<- struct{}) {
+	defer close(done)
+	rd := NewReader(p.stdout, p.maxLine)
+	for {
+		line, err := rd.Next()
+		if err != nil {
+			if tl, ok := err.(*LineTooLongError); ok {
+				p.invalid(Diagnostic{Code: CodeLineTooLong, Message: tl.Error(), Len: tl.Len})
+				continue
+			}
+			switch {
+			case errors.Is(err, io.EOF):
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				p.log.Warn("agent stdout still open after the agent exited (held by a process outside its group); stopped reading")
+			default:
+				p.readErr = err
+			}
+			return
+		}
+		env, err := DecodeEnvelope(line)
+		if err != nil {
+			il := err.(*InvalidLineError)
+			p.invalid(Diagnostic{Code: il.Code, Message: il.Reason + ": " + excerpt(line), Len: int64(len(line))})
+			continue
+		}
+		p.h.Line(env, bytes.Clone(line))
+	}
+}
+
+func (p *Process) invalid(d Diagnostic) {
+	p.log.Warn("agent wrote an invalid line; dropped", "code", d.Code, "len", d.Len, "msg", d.Message)
+	p.h.Invalid(d)
+}
+
+// excerpt quotes the start of a line for a diagnostic.
+func excerpt(line []byte) string {
+	if len(line) <= excerptBytes {
+		return strconv.Quote(string(line))
+	}
+	cut := excerptBytes
+	for cut > 0 && !utf8.RuneStart(line[cut]) {
+		cut--
+	}
+	return strconv.Quote(string(line[:cut])) + "…"
+}
+
+// readStderr copies stderr into the ring and, line by line, to Spec.Stderr. It never parses it.
+func (p *Process) readStderr(done chan<- struct{}) {
+	defer close(done)
+	buf := make([]byte, 32<<10)
+	var partial []byte
+	for {
+		n, err := p.stderr.Read(buf)
+		if n > 0 {
+			p.ring.Write(buf[:n])
+			if p.stderrCB != nil {
+				partial = p.stderrLines(partial, buf[:n])
+			}
+		}
+		if err != nil {
+			if len(partial) > 0 {
+				p.emitStderr(partial)
+			}
+			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) {
+				p.log.Warn("reading agent stderr", "err", err)
+			}
+			return
+		}
+	}
+}
+
+// stderrLines emits the complete lines of chunk, prefixed by partial, and returns the new partial
+// line.
+func (p *Process) stderrLines(partial, chunk []byte) []byte {
+	for {
+		i := bytes.IndexByte(chunk, '\n')
+		if i < 0 {
+			partial = append(partial, chunk...)
+			if len(partial) >= stderrLineMax {
+				p.emitStderr(partial)
+				partial = partial[:0]
+			}
+			return partial
+		}
+		partial = append(partial, chunk[:i]...)
+		p.emitStderr(partial)
+		partial = partial[:0]
+		chunk = chunk[i+1:]
+	}
+}
+
+func (p *Process) emitStderr(line []byte) {
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	p.stderrCB(string(line))
+}
+
+// watch waits for the child, cleans up after it and reports its exit.
+func (p *Process) watch(readerDone, stderrDone <-chan struct{}) {
+	waitErr := p.cmd.Wait()
+	exitedAt := time.Now()
+	// Kill what is left of the group (grandchildren that may hold the pipes). The group id stays
+	// reserved while it has members, so this cannot reach a stranger.
+	p.sigMu.Lock()
+	if err := syscall.Kill(-p.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		p.log.Warn("killing the rest of the agent's process group", "err", err)
+	}
+	p.reaped = true
+	p.sigMu.Unlock()
+
+	p.stopWriter()
+	p.stdout.childExited(exitedAt)
+	p.stderr.childExited(exitedAt)
+	<-readerDone
+	<-stderrDone
+	p.stdout.f.Close()
+	p.stderr.f.Close()
+
+	st := exitStatus(p.cmd.ProcessState, waitErr)
+	if st.Err == nil && p.readErr != nil {
+		st.Err = fmt.Errorf("agentproc: reading agent stdout: %w", p.readErr)
+	}
+	st.StderrTail = stderrTail(p.ring)
+	p.log.Debug("agent exited", "code", st.Code, "signal", st.Signal, "err", st.Err)
+	p.h.Exited(st)
+	close(p.done)
+}
+
+func exitStatus(ps *os.ProcessState, waitErr error) ExitStatus {
+	st := ExitStatus{Code: -1}
+	var exitErr *exec.ExitError
+	if waitErr != nil && !errors.As(waitErr, &exitErr) {
+		st.Err = fmt.Errorf("agentproc: wait: %w", waitErr)
+	}
+	if ps == nil {
+		return st
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		st.Signal = unix.SignalName(ws.Signal())
+		if st.Signal == "" {
+			st.Signal = ws.Signal().String()
+		}
+		return st
+	}
+	st.Code = ps.ExitCode()
+	return st
+}
+
+// stderrTail is the end of the stderr ring; when older output was dropped it starts at a line
+// boundary, so that it does not open with half a line.
+func stderrTail(r *ring) string {
+	b, cut := r.tail(stderrTailBytes)
+	if cut {
+		if i := bytes.IndexByte(b, '\n'); i >= 0 && i < len(b)-1 {
+			b = b[i+1:]
+		}
+	}
+	return string(bytes.TrimRight(b, "\r\n"))
+}
+
+// signalGroup sends sig to the agent's process group unless the agent has been reaped.
+func (p *Process) signalGroup(sig syscall.Signal) {
+	p.sigMu.Lock()
+	defer p.sigMu.Unlock()
+	if p.reaped {
+		return
+	}
+	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		p.log.Warn("signalling the agent's process group", "signal", unix.SignalName(sig), "err", err)
+	}
+}
+
+// Close ends stdin, sends SIGTERM to the process group, sends SIGKILL to the group if the agent is
+// still running after Spec.KillAfter, and waits until Handler.Exited has returned. It is idempotent
+// and safe to call concurrently; every call waits. It returns nil: the outcome is the ExitStatus.
+func (p *Process) Close() error {
+	first := false
+	p.closing.Do(func() {
+		first = true
+		p.stopWriter()
+		p.signalGroup(syscall.SIGTERM)
+	})
+	if !first {
+		<-p.done
+		return nil
+	}
+	t := time.NewTimer(p.killAfter)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		p.log.Warn("agent still running after SIGTERM; sending SIGKILL", "after", p.killAfter)
+		p.signalGroup(syscall.SIGKILL)
+		<-p.done
+	}
+	return nil
+}
+
+// Kill sends SIGKILL to the process group now, without waiting (tests, crash simulation).
+func (p *Process) Kill() { p.signalGroup(syscall.SIGKILL) }
+
+// childPipe is our read end of a child's stdout or stderr. While the child runs, reads block as
+// long as they must; once it has exited, each read waits at most drainIdle for data and reading
+// stops drainMax after the exit.
+type childPipe struct {
+	f        *os.File
+	exitedAt atomic.Pointer[time.Time]
+}
+
+func (c *childPipe) Read(b []byte) (int, error) {
+	if t := c.exitedAt.Load(); t != nil {
+		deadline := time.Now().Add(drainIdle)
+		if hard := t.Add(drainMax); hard.Before(deadline) {
+			deadline = hard
+		}
+		c.f.SetReadDeadline(deadline)
+	}
+	return c.f.Read(b)
+}
+
+// childExited starts the drain; the deadline also wakes a read that is already waiting.
+func (c *childPipe) childExited(at time.Time) {
+	c.exitedAt.Store(&at)
+	c.f.SetReadDeadline(at.Add(drainIdle))
+}

@@ -1,0 +1,153 @@
+package agentproc
+
+import "encoding/json"
+
+// Protocol is the surface extension's protocol name, announced in agent_ready.
+const Protocol = "surfaced/1"
+
+// Line types of the surface extension (spec/agent-protocol.md).
+const (
+	TypeAgentReady            = "agent_ready"
+	TypeSurfaceCommand        = "surface_command"
+	TypeSurfaceGet            = "surface_get"
+	TypeStateSet              = "state_set"
+	TypeStateDelete           = "state_delete"
+	TypeSurfaceDispatchResult = "surface_dispatch_result"
+
+	TypeSurfaceDispatch       = "surface_dispatch"
+	TypeSurfaceCommandResult  = "surface_command_result"
+	TypeSurfaceGetResult      = "surface_get_result"
+	TypeStateChanged          = "state_changed"
+	TypeSurfaceRegisterResult = "surface_register_result"
+)
+
+// Reserved command result codes.
+const (
+	CodeUnknownAction        = "unknown_action"
+	CodeSurfaceNotRegistered = "surface_not_registered"
+	CodeDispatchFailed       = "dispatch_failed"
+	CodeTimeout              = "timeout"
+	CodeInvalidArgs          = "invalid_args"
+	CodeAgentUnavailable     = "agent_unavailable"
+	CodeDuplicateDomain      = "duplicate_domain"
+)
+
+// SurfaceKeyPrefix prefixes the session KV key of a domain's snapshot.
+const SurfaceKeyPrefix = "surface:"
+
+// SurfaceKey is the KV key (and probe command name) of a domain.
+func SurfaceKey(domain string) string { return SurfaceKeyPrefix + domain }
+
+// ErrorBody is {code, message}.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Result is a command result: {ok:true,data} or {ok:false,error}.
+type Result struct {
+	OK    bool            `json:"ok"`
+	Data  json.RawMessage `json:"data,omitempty"`
+	Error *ErrorBody      `json:"error,omitempty"`
+}
+
+// SurfaceDecl declares one agent-hosted domain in agent_ready.
+type SurfaceDecl struct {
+	Domain       string          `json:"domain"`
+	Commands     []string        `json:"commands"`
+	InitialState json.RawMessage `json:"initialState,omitempty"`
+}
+
+// AgentReady is the first line of a surfaced/1 agent.
+type AgentReady struct {
+	Type     string        `json:"type"` // agent_ready
+	Protocol string        `json:"protocol"`
+	Name     string        `json:"name,omitempty"`
+	Surfaces []SurfaceDecl `json:"surfaces,omitempty"`
+	// Images tells clients whether prompts may carry images.
+	Images bool `json:"images,omitempty"`
+}
+
+// SurfaceCommand: the conversation client runs a command on a domain.
+type SurfaceCommand struct {
+	Type   string          `json:"type"` // surface_command
+	ID     string          `json:"id"`
+	Domain string          `json:"domain"`
+	Action string          `json:"action"`
+	Args   json.RawMessage `json:"args,omitempty"`
+}
+
+// SurfaceGet reads a domain's current snapshot.
+type SurfaceGet struct {
+	Type   string `json:"type"` // surface_get
+	ID     string `json:"id"`
+	Domain string `json:"domain"`
+}
+
+// StateSet writes a session KV key from the agent.
+type StateSet struct {
+	Type  string          `json:"type"` // state_set
+	Key   string          `json:"key"`
+	Value json.RawMessage `json:"value"`
+}
+
+// StateDelete deletes a session KV key from the agent.
+type StateDelete struct {
+	Type string `json:"type"` // state_delete
+	Key  string `json:"key"`
+}
+
+// SurfaceDispatch asks the agent to compute a command against state.
+type SurfaceDispatch struct {
+	Type   string          `json:"type"` // surface_dispatch
+	ID     string          `json:"id"`
+	Domain string          `json:"domain"`
+	Action string          `json:"action"`
+	Args   json.RawMessage `json:"args"`
+	State  json.RawMessage `json:"state"`
+	Rev    uint64          `json:"rev"`
+}
+
+// SurfaceDispatchResult answers a dispatch. State absent means unchanged.
+type SurfaceDispatchResult struct {
+	Type   string          `json:"type"` // surface_dispatch_result
+	ID     string          `json:"id"`
+	Result json.RawMessage `json:"result"`
+	State  json.RawMessage `json:"state,omitempty"`
+}
+
+// SurfaceCommandResult answers surface_command.
+type SurfaceCommandResult struct {
+	Type  string          `json:"type"` // surface_command_result
+	ID    string          `json:"id"`
+	OK    bool            `json:"ok"`
+	Data  json.RawMessage `json:"data,omitempty"`
+	Error *ErrorBody      `json:"error,omitempty"`
+}
+
+// SurfaceGetResult answers surface_get.
+type SurfaceGetResult struct {
+	Type  string          `json:"type"` // surface_get_result
+	ID    string          `json:"id"`
+	OK    bool            `json:"ok"`
+	State json.RawMessage `json:"state,omitempty"`
+	Rev   uint64          `json:"rev,omitempty"`
+	Error *ErrorBody      `json:"error,omitempty"`
+}
+
+// StateChanged tells the agent that a KV key (not surface:*) changed.
+type StateChanged struct {
+	Type    string          `json:"type"` // state_changed
+	Key     string          `json:"key"`
+	Value   json.RawMessage `json:"value,omitempty"`
+	Rev     uint64          `json:"rev"`
+	Deleted bool            `json:"deleted,omitempty"`
+}
+
+// SurfaceRegisterResult rejects a domain declaration.
+type SurfaceRegisterResult struct {
+	Type   string     `json:"type"` // surface_register_result
+	Domain string     `json:"domain"`
+	OK     bool       `json:"ok"`
+	Error  *ErrorBody `json:"error,omitempty"`
+}

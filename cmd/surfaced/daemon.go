@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"time"
+
+	"github.com/surfaced/surfaced"
+	"github.com/surfaced/surfaced/config"
+	"github.com/surfaced/surfaced/gateway"
+	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/store"
+	"github.com/surfaced/surfaced/store/sqlite"
+)
+
+// runDaemon starts the daemon and blocks until ctx ends, then shuts down:
+// streams get end{shutdown}, agents stop, the store is flushed and closed.
+func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io.Writer) error {
+	log := f.NewLogger(os.Stderr)
+	slog.SetDefault(log)
+
+	if err := config.Build(ctx, ms, f.BinDir(), log); err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("building agents: %w", err)}
+	}
+	specs, err := config.AgentSpecs(ms)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+
+	st, err := openStore(ctx, f)
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	defer st.Close()
+
+	rt, err := surfaced.New(surfaced.Config{
+		Store:          st,
+		Agents:         specs,
+		Limits:         f.SessionLimits(),
+		Logger:         log,
+		WorkspaceRoots: f.WorkspaceRoots,
+	})
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+
+	ln, err := net.Listen("tcp", f.Addr)
+	if err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("listen on %s: %w", f.Addr, err)}
+	}
+	addr := ln.Addr().String()
+	token := f.Token
+	if token == "" && f.TokensFile == "" && !f.NoAuth {
+		token = guard.LaunchToken()
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	g, err := guard.New(guard.Config{
+		Addr:             addr,
+		AllowedHostnames: f.AllowedHostnames,
+		BrowserOrigins:   f.BrowserOrigins,
+		Token:            token,
+		TokensFile:       f.TokensFile,
+		NoAuth:           f.NoAuth,
+		// Cookies ignore ports: two daemons on one host keep their own.
+		CookieName: "surfaced_token_" + port,
+		Logger:     log,
+	})
+	if err != nil {
+		ln.Close()
+		return &exitError{code: 2, err: err}
+	}
+	defer g.Close()
+
+	gl := f.GatewayLimits()
+	srv := gateway.New(gateway.Options{
+		Runtime: rt,
+		Guard:   g,
+		Logger:  log,
+		Limits: gateway.Limits{
+			BodyBytes:          gl.BodyBytes,
+			PromptBodyBytes:    gl.PromptBodyBytes,
+			QueueBytes:         gl.ClientQueueBytes,
+			QueueAge:           gl.ClientQueueAge,
+			KeepAlive:          gl.SSEKeepalive,
+			WSPing:             gl.WSPing,
+			SessionsPerSubject: gl.SessionsPerSubject,
+			SessionsTotal:      gl.SessionsTotal,
+		},
+	})
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+
+	if f.PprofAddr != "" {
+		stopPprof, err := servePprof(f.PprofAddr, log)
+		if err != nil {
+			return &exitError{code: 1, err: err}
+		}
+		defer stopPprof()
+	}
+
+	names := make([]string, 0, len(specs))
+	for _, s := range specs {
+		names = append(names, s.Name)
+	}
+	log.Info("surfaced listening", "addr", addr, "agents", names, "store", storeName(f), "version", surfaced.Version)
+	fmt.Fprintln(out, "surfaced: open "+startURL(addr, token, f))
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-serveErr:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("server failed", "err", err)
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	if err := rt.Shutdown(sctx); err != nil {
+		log.Error("session shutdown incomplete", "err", err)
+	}
+	_ = hs.Shutdown(sctx)
+	return nil
+}
+
+func openStore(ctx context.Context, f *config.File) (store.Store, error) {
+	switch f.StoreKind() {
+	case config.StorePostgres:
+		return nil, fmt.Errorf("the PostgreSQL store is not built into this version yet; use the embedded SQLite store (leave --store empty)")
+	default:
+		st, err := sqlite.Open(ctx, f.DataDir)
+		if err != nil {
+			return nil, fmt.Errorf("opening the store in %s: %w", f.DataDir, err)
+		}
+		return st, nil
+	}
+}
+
+func storeName(f *config.File) string {
+	if f.StoreKind() == config.StorePostgres {
+		return "postgres"
+	}
+	return "sqlite:" + f.DataDir
+}
+
+// startURL is the URL to open: with the launch token it logs the browser in.
+func startURL(addr, token string, f *config.File) string {
+	host, port, _ := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	u := "http://" + net.JoinHostPort(host, port) + "/"
+	if token != "" && f.Token == "" {
+		u += "?token=" + token
+	}
+	return u
+}
+
+func servePprof(addr string, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("pprof listen on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	s := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.Serve(ln) }()
+	log.Info("pprof listening", "addr", ln.Addr().String())
+	return func() { s.Close() }, nil
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/surfaced/surfaced/config"
+)
+
+// daemonFlags are the flags of run and serve; they override the config file.
+type daemonFlags struct {
+	config     string
+	addr       string
+	dataDir    string
+	store      string
+	token      string
+	tokensFile string
+	noAuth     bool
+	dev        bool
+	pprofAddr  string
+	logLevel   string
+	logFormat  string
+}
+
+func (f *daemonFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.config, "config", "", "configuration file (YAML; see docs/configuration.md)")
+	fs.StringVar(&f.addr, "addr", "", "listen address host:port (default "+config.DefaultAddr+"; loopback unless you say otherwise)")
+	fs.StringVar(&f.dataDir, "data-dir", "", "directory of the embedded store and built agents (default $SURFACED_DATA_DIR, else $XDG_DATA_HOME/surfaced)")
+	fs.StringVar(&f.store, "store", "", "session store: empty for SQLite in --data-dir, or a postgres:// URL")
+	fs.StringVar(&f.token, "token", "", "the bearer token (default $SURFACED_TOKEN, else a random per-launch token)")
+	fs.StringVar(&f.tokensFile, "tokens-file", "", `JSON file of people and their token hashes: {"tokens":[{"subject":"alice","sha256":"..."}]}; reread on change`)
+	fs.BoolVar(&f.noAuth, "no-auth", false, "turn authentication off (everyone is one anonymous user); the Host and Origin gates stay")
+	fs.BoolVar(&f.dev, "dev", false, "development mode: the mailbox inspector at /debug/ (same auth)")
+	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "serve net/http/pprof on this loopback address (off when empty)")
+	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
+	fs.StringVar(&f.logFormat, "log-format", "", "text or json (default text)")
+}
+
+// flags returns the config.Flags of the flags the user set.
+func (f *daemonFlags) flags(cmd *cobra.Command) config.Flags {
+	var out config.Flags
+	set := func(name string) bool { return cmd.Flags().Changed(name) }
+	if set("addr") {
+		out.Addr = &f.addr
+	}
+	if set("data-dir") {
+		out.DataDir = &f.dataDir
+	}
+	if set("store") {
+		out.Store = &f.store
+	}
+	if set("token") {
+		out.Token = &f.token
+	}
+	if set("tokens-file") {
+		out.TokensFile = &f.tokensFile
+	}
+	if set("no-auth") {
+		out.NoAuth = &f.noAuth
+	}
+	if set("dev") {
+		out.Dev = &f.dev
+	}
+	if set("pprof-addr") {
+		out.PprofAddr = &f.pprofAddr
+	}
+	if set("log-level") {
+		out.LogLevel = &f.logLevel
+	}
+	if set("log-format") {
+		out.LogFormat = &f.logFormat
+	}
+	return out
+}

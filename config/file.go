@@ -1,0 +1,263 @@
+// Package config is the surfaced daemon's configuration: the YAML file
+// (surfaced.yaml), how command-line flags and the environment override it,
+// the agent manifests (agent.json) of agent directories, and the one-time
+// build of Go agents. docs/configuration.md documents every setting.
+//
+// The daemon's path through this package:
+//
+//	f, err := config.Resolve(configPath, flags, os.Getenv) // file, env, flags; validated
+//	specs, err := f.AgentSpecs(ctx, binDir, logger)         // go_build agents are built here, once
+//	rt, err := surfaced.New(surfaced.Config{Agents: specs, Limits: f.SessionLimits(), ...})
+//
+// Precedence, highest first: flag > environment (SURFACED_TOKEN,
+// SURFACED_DATA_DIR) > file > default.
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Default values of the settings.
+const (
+	DefaultAddr      = "127.0.0.1:7800"
+	DefaultACPPath   = "/acp"
+	DefaultLogLevel  = "info"
+	DefaultLogFormat = "text"
+)
+
+// File is the configuration file. The zero value is not useful: start from
+// Default (or Load/Parse, which decode over Default), so that every setting
+// the file leaves out keeps its default.
+type File struct {
+	// Addr is the HTTP listen address (host:port).
+	Addr string `yaml:"addr"`
+	// DataDir holds the SQLite store and the built Go agents.
+	DataDir string `yaml:"data_dir"`
+	// Store is empty for SQLite in DataDir, or a postgres:// (postgresql://)
+	// URL for a PostgreSQL store. See StoreKind.
+	Store string `yaml:"store"`
+	// Token is the one bearer token; empty means a random per-launch token
+	// (unless TokensFile or NoAuth).
+	Token string `yaml:"token"`
+	// TokensFile names a JSON file of {subject, sha256} tokens.
+	TokensFile string `yaml:"tokens_file"`
+	// NoAuth turns authentication off: everyone is one anonymous subject.
+	NoAuth bool `yaml:"no_auth"`
+	// Dev mounts the /debug endpoints.
+	Dev bool `yaml:"dev"`
+	// PprofAddr, when set, serves net/http/pprof there; loopback only.
+	PprofAddr string `yaml:"pprof_addr"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `yaml:"log_level"`
+	// LogFormat is text or json.
+	LogFormat string `yaml:"log_format"`
+
+	// AllowedHostnames are extra names the Host gate admits.
+	AllowedHostnames []string `yaml:"allowed_hostnames"`
+	// BrowserOrigins are origins (scheme://host[:port]) the Origin gate and
+	// CORS admit besides the daemon's own.
+	BrowserOrigins []string `yaml:"browser_origins"`
+	// WorkspaceRoots, when set, bound the working directories of sessions.
+	WorkspaceRoots []string `yaml:"workspace_roots"`
+
+	// Agents are the hosted agents, in order.
+	Agents []AgentEntry `yaml:"agents"`
+
+	Limits  LimitsSection  `yaml:"limits"`
+	ACP     ACPSection     `yaml:"acp"`
+	Cluster ClusterSection `yaml:"cluster"`
+
+	// source names the file in messages; baseDir is where its relative
+	// paths resolve (empty: the process's working directory).
+	source  string
+	baseDir string
+	// lines maps a setting's path (agents[1].command) to its line, so that
+	// Validate can point into the file.
+	lines map[string]int
+}
+
+// AgentEntry is one element of agents: either Dir alone (an agent directory
+// holding agent.json) or an inline manifest. Relative paths resolve against
+// the configuration file's directory, which is also the Dir of an inline
+// agent (its go_build package and cwd are relative to it).
+type AgentEntry struct {
+	Dir string `yaml:"dir"`
+
+	Name        string            `yaml:"name"`
+	Title       string            `yaml:"title"`
+	Description string            `yaml:"description"`
+	Command     []string          `yaml:"command"`
+	Args        []string          `yaml:"args"`
+	Env         map[string]string `yaml:"env"`
+	Cwd         string            `yaml:"cwd"`
+	Images      bool              `yaml:"images"`
+	GoBuild     string            `yaml:"go_build"`
+}
+
+// LimitsSection holds the limits and timings (file section limits). Sizes
+// are bytes; durations are Go durations.
+type LimitsSection struct {
+	BodyBytes          Size     `yaml:"body_bytes"`           // request body (1MiB)
+	PromptBodyBytes    Size     `yaml:"prompt_body_bytes"`    // prompt request with images (32MiB)
+	SessionsPerSubject int      `yaml:"sessions_per_subject"` // live+stored sessions one subject may own (100)
+	SessionsTotal      int      `yaml:"sessions_total"`       // sessions on this daemon (1000)
+	CommandsPerSecond  int      `yaml:"commands_per_second"`  // per session; over it 429 (1000)
+	ReplayFrames       int      `yaml:"replay_frames"`        // replay window, frames (4096)
+	ReplayBytes        Size     `yaml:"replay_bytes"`         // replay window, bytes (4MiB)
+	ClientQueueBytes   Size     `yaml:"client_queue_bytes"`   // a client this far behind is cut (1MiB)
+	ClientQueueAge     Duration `yaml:"client_queue_age"`     // ... or this long behind (10s)
+	MaxLine            Size     `yaml:"max_line"`             // agent stdout line cap (16MiB)
+	ReadyTimeout       Duration `yaml:"ready_timeout"`        // agent readiness (30s)
+	SettleWindow       Duration `yaml:"settle_window"`        // agent-hosted command answer (15s)
+	RestartMax         int      `yaml:"restart_max"`          // restarts within RestartWindow (3); 0: never restart
+	RestartWindow      Duration `yaml:"restart_window"`       // (60s)
+	InboxMax           int      `yaml:"inbox_max"`            // queued prompts per session (100)
+	IdleTimeout        Duration `yaml:"idle_timeout"`         // idle live session sleeps after this (0: never)
+	SSEKeepalive       Duration `yaml:"sse_keepalive"`        // SSE comment interval (15s)
+	WSPing             Duration `yaml:"ws_ping"`              // WebSocket ping interval (25s)
+}
+
+// ACPSection configures the ACP mount (file section acp).
+type ACPSection struct {
+	Enabled bool   `yaml:"enabled"` // (true)
+	Path    string `yaml:"path"`    // ("/acp"; "/acp/" is served too)
+	// AgentInfo replaces the default {surfaced, surfaced, <build version>}
+	// whole; nil keeps the default.
+	AgentInfo *AgentInfo `yaml:"agent_info"`
+	// ToolCallPayloads false withholds tool inputs, outputs and error
+	// messages from editors (true).
+	ToolCallPayloads bool `yaml:"tool_call_payloads"`
+	// MaxBufferedMessages bounds the messages held for one ACP connection
+	// whose stream is not attached (1000).
+	MaxBufferedMessages int `yaml:"max_buffered_messages"`
+}
+
+// AgentInfo is what initialize reports as agentInfo.
+type AgentInfo struct {
+	Name    string `yaml:"name"`
+	Title   string `yaml:"title"`
+	Version string `yaml:"version"`
+}
+
+// ClusterSection configures clustering (file section cluster). It is parsed
+// and validated now and used by a later release; an empty Provider means a
+// single node.
+type ClusterSection struct {
+	Name          string   `yaml:"name"`           // cluster name ("surfaced")
+	Provider      string   `yaml:"provider"`       // automanaged | etcd
+	EtcdEndpoints []string `yaml:"etcd_endpoints"` // host:port or URLs (etcd only)
+	AdvertiseAddr string   `yaml:"advertise_addr"` // host:port other nodes reach
+	BindAddr      string   `yaml:"bind_addr"`      // host:port the cluster listens on
+}
+
+// Cluster providers.
+const (
+	ProviderAutomanaged = "automanaged"
+	ProviderEtcd        = "etcd"
+)
+
+// Enabled reports whether a cluster is configured.
+func (c ClusterSection) Enabled() bool { return c.Provider != "" }
+
+// DefaultLimits returns the limits section with every default.
+func DefaultLimits() LimitsSection {
+	return LimitsSection{
+		BodyBytes:          1 * MiB,
+		PromptBodyBytes:    32 * MiB,
+		SessionsPerSubject: 100,
+		SessionsTotal:      1000,
+		CommandsPerSecond:  1000,
+		ReplayFrames:       4096,
+		ReplayBytes:        4 * MiB,
+		ClientQueueBytes:   1 * MiB,
+		ClientQueueAge:     Duration(10 * time.Second),
+		MaxLine:            16 * MiB,
+		ReadyTimeout:       Duration(30 * time.Second),
+		SettleWindow:       Duration(15 * time.Second),
+		RestartMax:         3,
+		RestartWindow:      Duration(60 * time.Second),
+		InboxMax:           100,
+		IdleTimeout:        0,
+		SSEKeepalive:       Duration(15 * time.Second),
+		WSPing:             Duration(25 * time.Second),
+	}
+}
+
+// Default returns the configuration with every default: the daemon as it
+// runs with no file and no flags (and no agent). DataDir comes from
+// SURFACED_DATA_DIR, else $XDG_DATA_HOME/surfaced, else
+// ~/.local/share/surfaced.
+func Default() *File { return defaultFile(os.Getenv) }
+
+func defaultFile(getenv func(string) string) *File {
+	return &File{
+		Addr:      DefaultAddr,
+		DataDir:   DefaultDataDir(getenv),
+		LogLevel:  DefaultLogLevel,
+		LogFormat: DefaultLogFormat,
+		Limits:    DefaultLimits(),
+		ACP: ACPSection{
+			Enabled:             true,
+			Path:                DefaultACPPath,
+			ToolCallPayloads:    true,
+			MaxBufferedMessages: 1000,
+		},
+	}
+}
+
+// DefaultDataDir is the data directory when none is configured:
+// $SURFACED_DATA_DIR, else $XDG_DATA_HOME/surfaced (when absolute, as the
+// XDG spec requires), else ~/.local/share/surfaced; empty when there is no
+// home directory either.
+func DefaultDataDir(getenv func(string) string) string {
+	if d := getenv(EnvDataDir); d != "" {
+		if abs, err := filepath.Abs(expandHome(d)); err == nil {
+			return abs
+		}
+	}
+	if x := getenv("XDG_DATA_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "surfaced")
+	}
+	home := getenv("HOME")
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	if home == "" {
+		return ""
+	}
+	return filepath.Join(home, ".local", "share", "surfaced")
+}
+
+// expandHome turns a leading ~ or ~/ into the home directory.
+func expandHome(p string) string {
+	if p != "~" && !strings.HasPrefix(p, "~/") {
+		return p
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return p
+	}
+	return filepath.Join(home, p[1:])
+}
+
+// absPath makes p absolute: ~ expands to the home directory and a relative
+// path joins base (the process's working directory when base is empty).
+func absPath(base, p string) string {
+	if p == "" {
+		return ""
+	}
+	p = expandHome(p)
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	if base == "" {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs
+		}
+		return p
+	}
+	return filepath.Join(base, p)
+}

@@ -1,0 +1,98 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+)
+
+// decodeBody reads a JSON body into v, strictly: the content type must be
+// JSON (an empty body counts as {} and needs none), the body must fit in max
+// bytes, unknown fields are refused, and every error names the field.
+func decodeBody(c echo.Context, max int64, v any) error {
+	r := c.Request()
+	body := http.MaxBytesReader(c.Response(), r.Body, max)
+	data, err := io.ReadAll(body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return apiErr(http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request body is over the %d-byte limit", max))
+		}
+		return apiErr(http.StatusBadRequest, "bad_body", "the request body could not be read")
+	}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		data = []byte("{}")
+	} else if err := requireJSON(r); err != nil {
+		return err
+	}
+	return decodeJSON(data, v)
+}
+
+func requireJSON(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if ct == "" || err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return apiErr(http.StatusUnsupportedMediaType, "unsupported_media_type", "send the body as application/json")
+	}
+	return nil
+}
+
+// decodeJSON decodes data into v strictly, mapping errors to API errors.
+func decodeJSON(data []byte, v any) error {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if dec.More() {
+		return apiErr(http.StatusBadRequest, "invalid_json", "the body holds more than one JSON value")
+	}
+	return nil
+}
+
+func jsonError(err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return apiErr(http.StatusBadRequest, "invalid_json", fmt.Sprintf("the body is not valid JSON (at byte %d: %v)", se.Offset, err))
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			return apiErr(http.StatusBadRequest, "invalid_json", "the body must be a JSON object")
+		}
+		return apiErr(http.StatusBadRequest, "invalid_field", fmt.Sprintf("%s must be %s, not %s", field, jsonKind(te.Type.String()), te.Value), field)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return apiErr(http.StatusBadRequest, "invalid_json", "the body is not valid JSON (it ends too early)")
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name = strings.Trim(name, `"`)
+		return apiErr(http.StatusBadRequest, "unknown_field", fmt.Sprintf("%s is not a field of this request", name), name)
+	}
+	return apiErr(http.StatusBadRequest, "invalid_json", "the body is not valid JSON: "+err.Error())
+}
+
+func jsonKind(goType string) string {
+	switch {
+	case goType == "string" || goType == "*string":
+		return "a string"
+	case strings.Contains(goType, "int") || strings.Contains(goType, "float"):
+		return "a number"
+	case strings.Contains(goType, "bool"):
+		return "a boolean"
+	case strings.HasPrefix(goType, "[]") || strings.HasPrefix(goType, "*[]"):
+		return "an array"
+	default:
+		return "an object"
+	}
+}
+
+func fieldErr(field, msg string) error {
+	return apiErr(http.StatusBadRequest, "invalid_field", msg, field)
+}

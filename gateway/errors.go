@@ -1,0 +1,124 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/surfaced/surfaced/actors/session"
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+)
+
+// APIError is an error answer: {"error":{"code","message","fields?"}}.
+type APIError struct {
+	Status  int      `json:"-"`
+	Code    string   `json:"code"`
+	Message string   `json:"message"`
+	Fields  []string `json:"fields,omitempty"`
+}
+
+func (e *APIError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+
+func apiErr(status int, code, msg string, fields ...string) *APIError {
+	return &APIError{Status: status, Code: code, Message: msg, Fields: fields}
+}
+
+// statusOf maps a session-level error code to its HTTP status.
+func statusOf(code string) int {
+	switch code {
+	case session.CodeNotFound:
+		return http.StatusNotFound
+	case session.CodeEnded, session.CodeUnavailable, session.CodeUnknownUI:
+		return http.StatusConflict
+	case session.CodeRateLimited, session.CodeInboxFull:
+		return http.StatusTooManyRequests
+	case session.CodeReadOnly:
+		return http.StatusForbidden
+	case session.CodeInvalidKey, session.CodeInvalidValue, session.CodeInvalid, session.CodeEmptyPrompt, session.CodeImagesRefused:
+		return http.StatusBadRequest
+	case session.CodeTooLarge:
+		return http.StatusRequestEntityTooLarge
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// fromPB turns a session's refusal into an API error.
+func fromPB(e *pb.Error) *APIError {
+	st := statusOf(e.GetCode())
+	if st == http.StatusNotFound {
+		return notFound()
+	}
+	if st == http.StatusInternalServerError {
+		return apiErr(st, "internal", "internal error")
+	}
+	return apiErr(st, e.GetCode(), e.GetMessage())
+}
+
+func notFound() *APIError {
+	return apiErr(http.StatusNotFound, "not_found", "no such session")
+}
+
+// fromRequestErr maps a directory error.
+func fromRequestErr(err error) *APIError {
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		return notFound()
+	case errors.Is(err, session.ErrUnavailable):
+		return apiErr(http.StatusServiceUnavailable, "unavailable", "the session did not answer in time; try again")
+	}
+	return nil
+}
+
+// errorHandler writes every error as the API's JSON error; internal errors
+// are logged with the request id and never leak their text.
+func (s *Server) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	var ae *APIError
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &ae):
+	case errors.As(err, &he):
+		switch he.Code {
+		case http.StatusNotFound:
+			ae = apiErr(he.Code, "no_route", "no such route")
+		case http.StatusMethodNotAllowed:
+			ae = apiErr(he.Code, "method_not_allowed", "this route does not take "+c.Request().Method)
+		case http.StatusRequestEntityTooLarge:
+			ae = apiErr(he.Code, "too_large", "the request body is too large")
+		default:
+			if he.Code >= 500 {
+				ae = nil
+			} else {
+				ae = apiErr(he.Code, http.StatusText(he.Code), fmt.Sprint(he.Message))
+			}
+		}
+	default:
+		if mapped := fromRequestErr(err); mapped != nil {
+			ae = mapped
+		}
+	}
+	if ae == nil {
+		rid := c.Response().Header().Get(echo.HeaderXRequestID)
+		s.log.Error("internal error", "request_id", rid, "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		ae = apiErr(http.StatusInternalServerError, "internal", "internal error (request id "+rid+")")
+	}
+	if ae.Status >= 500 && ae.Code != "internal" {
+		s.log.Warn("request failed", "status", ae.Status, "code", ae.Code, "path", c.Request().URL.Path)
+	}
+	if ae.Status == http.StatusUnauthorized {
+		c.Response().Header().Set("WWW-Authenticate", "Bearer")
+	}
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(ae.Status)
+		return
+	}
+	_ = c.JSON(ae.Status, map[string]*APIError{"error": ae})
+}
+
+var _ = slog.Default

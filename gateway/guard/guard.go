@@ -1,0 +1,444 @@
+package guard
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Subjects the guard assigns itself.
+const (
+	SubjectLocal     = "local"     // the holder of Config.Token
+	SubjectAnonymous = "anonymous" // everyone, under Config.NoAuth
+)
+
+// DefaultCookieName is the cookie the start URL exchange sets.
+const DefaultCookieName = "surfaced_token"
+
+// DefaultPollInterval is how often the tokens file is checked for changes.
+const DefaultPollInterval = 250 * time.Millisecond
+
+// ErrRevoked is the cause of a Context cancelled because its token left the
+// tokens file (or now names another subject).
+var ErrRevoked = errors.New("guard: the credential was revoked")
+
+// Config configures a Guard. The zero value is not usable: New needs Addr
+// and one of Token, TokensFile or NoAuth.
+type Config struct {
+	// Addr is the listen address as bound, host:port ("127.0.0.1:7800",
+	// ":7800", "[::1]:41234"). Its host decides which Host headers pass.
+	Addr string
+	// AllowedHostnames are extra Host names (or IP literals) admitted:
+	// bare hosts without scheme, port, path or wildcard.
+	AllowedHostnames []string
+	// BrowserOrigins are exact origins (scheme://host[:port]) admitted
+	// besides the daemon's own, and made readable through CORS.
+	BrowserOrigins []string
+	// Token is the per-launch (or --token/SURFACED_TOKEN) token; its
+	// subject is "local". Empty: no launch token.
+	Token string
+	// TokensFile names a JSON file {"tokens":[{"subject","sha256"}]},
+	// reread on change. Empty: no file.
+	TokensFile string
+	// NoAuth admits everyone as subject "anonymous" (the Host and Origin
+	// gates still apply). New logs a loud warning.
+	NoAuth bool
+	// CookieName is the name of the browser cookie; "" means
+	// DefaultCookieName.
+	CookieName string
+	// PollInterval is how often TokensFile is checked; 0 means
+	// DefaultPollInterval.
+	PollInterval time.Duration
+	// Logger receives warnings and refusals; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Identity is who a request authenticated as.
+type Identity struct {
+	Subject string
+	// TokenID is the hex SHA-256 of the token; "" under NoAuth.
+	TokenID string
+}
+
+// AuthError is an authentication failure, ready to be written as an HTTP
+// error answer.
+type AuthError struct {
+	Status  int    // 401
+	Code    string // "unauthorized"
+	Message string // one clear sentence
+}
+
+func (e *AuthError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+
+func unauthorized(msg string) *AuthError {
+	return &AuthError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: msg}
+}
+
+// Guard holds the security gates shared by every listener. It is safe for
+// concurrent use.
+type Guard struct {
+	log            *slog.Logger
+	bind           binding
+	allowedHosts   map[host]struct{}
+	browserOrigins map[parsedOrigin]struct{}
+	noAuth         bool
+	cookieName     string
+	launch         *tokenEntry // nil without Config.Token
+	tokensFile     string
+
+	file atomic.Pointer[tokenSet] // nil without a tokens file
+
+	mu      sync.Mutex                       // serializes installs with Context registration
+	watches map[string]map[*watcher]struct{} // TokenID → live contexts
+
+	// owned by the poll goroutine
+	stamp       fileStamp
+	contentSum  [sha256.Size]byte
+	lastPollErr string
+
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// watcher is one live Context bound to a token.
+type watcher struct {
+	subject string
+	cancel  context.CancelCauseFunc
+}
+
+// New validates cfg and returns a Guard. With a TokensFile it starts a
+// goroutine that watches the file until Close.
+func New(cfg Config) (*Guard, error) {
+	g := &Guard{
+		log:            cfg.Logger,
+		noAuth:         cfg.NoAuth,
+		cookieName:     cfg.CookieName,
+		tokensFile:     cfg.TokensFile,
+		allowedHosts:   map[host]struct{}{},
+		browserOrigins: map[parsedOrigin]struct{}{},
+		watches:        map[string]map[*watcher]struct{}{},
+	}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	if g.cookieName == "" {
+		g.cookieName = DefaultCookieName
+	}
+	if err := (&http.Cookie{Name: g.cookieName, Value: "x"}).Valid(); err != nil {
+		return nil, fmt.Errorf("guard: cookie name %q: %w", g.cookieName, err)
+	}
+	var err error
+	if g.bind, err = parseBinding(cfg.Addr); err != nil {
+		return nil, fmt.Errorf("guard: listen address %q must be host:port as bound: %w", cfg.Addr, err)
+	}
+	for _, s := range cfg.AllowedHostnames {
+		h, err := parseAllowedHostname(s)
+		if err != nil {
+			return nil, fmt.Errorf("guard: allowed hostname %q: %w", s, err)
+		}
+		g.allowedHosts[h] = struct{}{}
+	}
+	for _, s := range cfg.BrowserOrigins {
+		o, err := parseOrigin(s)
+		if err != nil {
+			return nil, fmt.Errorf("guard: browser origin %q: %w (like https://app.example.com or http://localhost:5173)", s, err)
+		}
+		g.browserOrigins[o] = struct{}{}
+	}
+	if cfg.NoAuth {
+		g.log.Warn("AUTHENTICATION IS OFF (--no-auth): every request that passes the Host and Origin gates acts as subject \"anonymous\"",
+			"addr", cfg.Addr, "reachable_beyond_this_machine", g.bind.kind != bindLoopback)
+		return g, nil
+	}
+	if cfg.Token == "" && cfg.TokensFile == "" {
+		return nil, errors.New("guard: no credential configured: set a token, a tokens file, or no-auth explicitly")
+	}
+	if cfg.Token != "" {
+		if !cookieSafe(cfg.Token) {
+			return nil, fmt.Errorf("guard: the token must be 1 to %d printable ASCII characters without space, quote, comma, semicolon or backslash", maxTokenLen)
+		}
+		if len(cfg.Token) < 16 {
+			g.log.Warn("the token is short and guessable; use at least 16 random characters (a launch token has 32 hex digits)", "length", len(cfg.Token))
+		}
+		e := newTokenEntry(cfg.Token, SubjectLocal)
+		g.launch = &e
+	}
+	if cfg.TokensFile != "" {
+		// Stat before reading: a change in between leaves an older stamp,
+		// which the first poll sees as a change.
+		if fi, err := os.Stat(cfg.TokensFile); err == nil {
+			g.stamp = fileStamp{info: fi, modTime: fi.ModTime(), size: fi.Size()}
+		}
+		data, err := os.ReadFile(cfg.TokensFile)
+		if err != nil {
+			return nil, fmt.Errorf("guard: tokens file: %w", err)
+		}
+		set, err := parseTokensFile(cfg.TokensFile, data, g.launch)
+		if err != nil {
+			return nil, fmt.Errorf("guard: %w", err)
+		}
+		g.contentSum = sha256.Sum256(data)
+		g.file.Store(set)
+		if len(set.entries) == 0 && g.launch == nil {
+			g.log.Warn("the tokens file lists no tokens and there is no launch token: nobody can sign in until the file gains an entry", "file", cfg.TokensFile)
+		}
+		every := cfg.PollInterval
+		if every <= 0 {
+			every = DefaultPollInterval
+		}
+		g.stop, g.done = make(chan struct{}), make(chan struct{})
+		go g.watchFile(every)
+	}
+	return g, nil
+}
+
+func parseAllowedHostname(s string) (host, error) {
+	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+		h, port, err := parseAuthority(s)
+		if err == nil && port != "" {
+			err = errBadHostname
+		}
+		return h, err
+	}
+	if strings.ContainsAny(s, "/:*@") && strings.Count(s, ":") < 2 {
+		return host{}, errors.New("must be a bare hostname or IP address, without scheme, port, path or wildcard")
+	}
+	if strings.Count(s, ":") >= 2 { // an IPv6 literal written without brackets
+		h, _, err := parseAuthority("[" + s + "]")
+		return h, err
+	}
+	return parseHostname(s)
+}
+
+// Close stops the tokens-file watcher and waits for it. Idempotent.
+func (g *Guard) Close() {
+	g.closeOnce.Do(func() {
+		if g.stop != nil {
+			close(g.stop)
+			<-g.done
+		}
+	})
+}
+
+func (g *Guard) watchFile(every time.Duration) {
+	defer close(g.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+			g.poll()
+		}
+	}
+}
+
+// install swaps in a new set from the tokens file and cancels, with cause
+// ErrRevoked, every Context whose token left the file or now names another
+// subject. Holding mu across the swap and the scan means a Context
+// registered concurrently is either seen here or checked against the new
+// set.
+func (g *Guard) install(set *tokenSet) {
+	var revoke []context.CancelCauseFunc
+	g.mu.Lock()
+	old := g.file.Swap(set)
+	for id, ws := range g.watches {
+		subject, ok := g.subjectOfLocked(id)
+		for w := range ws {
+			if !ok || w.subject != subject {
+				revoke = append(revoke, w.cancel)
+				delete(ws, w)
+			}
+		}
+		if len(ws) == 0 {
+			delete(g.watches, id)
+		}
+	}
+	g.mu.Unlock()
+	added, removed := diffSets(old, set)
+	g.log.Info("tokens file reloaded", "file", g.tokensFile, "tokens", len(set.entries), "added", added, "removed", removed, "streams_revoked", len(revoke))
+	for _, cancel := range revoke {
+		cancel(ErrRevoked)
+	}
+}
+
+func diffSets(old, cur *tokenSet) (added, removed int) {
+	if old == nil {
+		return len(cur.entries), 0
+	}
+	for id, s := range cur.byID {
+		if was, ok := old.byID[id]; !ok || was != s {
+			added++
+		}
+	}
+	for id, s := range old.byID {
+		if cs, ok := cur.byID[id]; !ok || cs != s {
+			removed++
+		}
+	}
+	return added, removed
+}
+
+// subjectOfLocked is the subject a TokenID currently authenticates as.
+func (g *Guard) subjectOfLocked(id string) (string, bool) {
+	if g.launch != nil && id == g.launch.id {
+		return g.launch.subject, true
+	}
+	if set := g.file.Load(); set != nil {
+		s, ok := set.byID[id]
+		return s, ok
+	}
+	return "", false
+}
+
+// lookup finds the identity of a presented token.
+func (g *Guard) lookup(token string) (Identity, bool) {
+	if token == "" || len(token) > maxTokenLen {
+		return Identity{}, false
+	}
+	sum := sha256.Sum256([]byte(token))
+	d := wordsOf(&sum)
+	var launchHit int
+	if g.launch != nil {
+		launchHit = match([]tokenEntry{*g.launch}, &d) + 1 // 1 on a hit, 0 otherwise
+	}
+	fileHit := -1
+	var set *tokenSet
+	if set = g.file.Load(); set != nil {
+		fileHit = match(set.entries, &d)
+	}
+	switch {
+	case launchHit == 1:
+		return Identity{Subject: g.launch.subject, TokenID: g.launch.id}, true
+	case fileHit >= 0:
+		e := set.entries[fileHit]
+		return Identity{Subject: e.subject, TokenID: e.id}, true
+	}
+	return Identity{}, false
+}
+
+// Authenticate finds who r is: from "Authorization: Bearer <token>", or
+// else from the cookie set by the start URL exchange. An Authorization
+// header, when present, decides alone (a bad one is not rescued by a good
+// cookie). A token in the query string is never accepted here. Under
+// NoAuth everyone is subject "anonymous". Errors are *AuthError.
+func (g *Guard) Authenticate(r *http.Request) (Identity, error) {
+	if g.noAuth {
+		return Identity{Subject: SubjectAnonymous}, nil
+	}
+	if hs := r.Header.Values("Authorization"); len(hs) > 0 {
+		if len(hs) > 1 {
+			return Identity{}, unauthorized("The request carries more than one Authorization header; send exactly one.")
+		}
+		scheme, tok, ok := strings.Cut(hs[0], " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return Identity{}, unauthorized("The Authorization header must be \"Bearer <token>\".")
+		}
+		id, ok := g.lookup(strings.TrimLeft(tok, " "))
+		if !ok {
+			return Identity{}, unauthorized("The bearer token is not valid.")
+		}
+		return id, nil
+	}
+	cookies := r.CookiesNamed(g.cookieName)
+	if len(cookies) == 0 {
+		if r.URL != nil && r.URL.Query().Has("token") {
+			return Identity{}, unauthorized("A token in the query string is accepted only when opening a page; send Authorization: Bearer <token> instead.")
+		}
+		return Identity{}, unauthorized("No credential: send Authorization: Bearer <token>, or open the start URL once in this browser.")
+	}
+	// Several cookies of one name can arrive (another Path or Domain); any
+	// valid one will do, looking at a bounded number.
+	for i, c := range cookies {
+		if i == 4 {
+			break
+		}
+		if id, ok := g.lookup(c.Value); ok {
+			return id, nil
+		}
+	}
+	return Identity{}, unauthorized("The sign-in cookie is not valid (its token may have been revoked); open the start URL again.")
+}
+
+// Context returns a child of parent that is cancelled with cause
+// ErrRevoked as soon as id's token stops authenticating as id.Subject
+// (removed from the tokens file, or moved to another subject). When that
+// already happened, the context comes back cancelled. The launch token and
+// NoAuth identities are never revoked. The CancelFunc releases the
+// registration and must be called, as with context.WithCancel.
+func (g *Guard) Context(parent context.Context, id Identity) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	release := func() { cancel(context.Canceled) }
+	if g.noAuth {
+		return ctx, release
+	}
+	g.mu.Lock()
+	subject, ok := g.subjectOfLocked(id.TokenID)
+	if !ok || subject != id.Subject {
+		g.mu.Unlock()
+		cancel(ErrRevoked)
+		return ctx, release
+	}
+	if g.launch != nil && id.TokenID == g.launch.id {
+		g.mu.Unlock()
+		return ctx, release
+	}
+	w := &watcher{subject: id.Subject, cancel: cancel}
+	ws := g.watches[id.TokenID]
+	if ws == nil {
+		ws = map[*watcher]struct{}{}
+		g.watches[id.TokenID] = ws
+	}
+	ws[w] = struct{}{}
+	g.mu.Unlock()
+	// Unregister however the context ends: release, parent done, revoked.
+	context.AfterFunc(ctx, func() { g.unwatch(id.TokenID, w) })
+	return ctx, release
+}
+
+func (g *Guard) unwatch(id string, w *watcher) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ws := g.watches[id]; ws != nil {
+		delete(ws, w)
+		if len(ws) == 0 {
+			delete(g.watches, id)
+		}
+	}
+}
+
+// watching counts live registered contexts (for tests).
+func (g *Guard) watching() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, ws := range g.watches {
+		n += len(ws)
+	}
+	return n
+}
+
+type identityKey struct{}
+
+// WithIdentity returns a copy of ctx carrying id.
+func WithIdentity(ctx context.Context, id Identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// IdentityFromContext returns the identity the guard attached to a
+// request's context, and whether there was one (a public path without a
+// valid credential has none).
+func IdentityFromContext(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(Identity)
+	return id, ok
+}

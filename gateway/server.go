@@ -1,0 +1,222 @@
+// Package gateway is the browser-facing gateway: the HTTP API (echo), the SSE
+// and WebSocket gateway actors (one per connected client, each holding that
+// client's bounded outbound queue), and the embedded web UI.
+package gateway
+
+import (
+	"context"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/surfaced/surfaced"
+	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/gateway/webui"
+)
+
+// Limits of the gateway. Zero values take the defaults.
+type Limits struct {
+	BodyBytes          int64         // request body (1 MiB)
+	PromptBodyBytes    int64         // prompt body, images included (32 MiB)
+	QueueBytes         int           // per-client outbound queue (1 MiB)
+	QueueAge           time.Duration // oldest undelivered frame / write deadline (10 s)
+	KeepAlive          time.Duration // SSE comment (15 s)
+	WSPing             time.Duration // WebSocket ping (25 s)
+	SessionsPerSubject int           // live (not ended) sessions per subject (100)
+	SessionsTotal      int           // active sessions on this node (1000)
+	WSInflight         int           // concurrent requests per WebSocket (16)
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.BodyBytes <= 0 {
+		l.BodyBytes = 1 << 20
+	}
+	if l.PromptBodyBytes <= 0 {
+		l.PromptBodyBytes = 32 << 20
+	}
+	if l.QueueBytes <= 0 {
+		l.QueueBytes = 1 << 20
+	}
+	if l.QueueAge <= 0 {
+		l.QueueAge = 10 * time.Second
+	}
+	if l.KeepAlive <= 0 {
+		l.KeepAlive = 15 * time.Second
+	}
+	if l.WSPing <= 0 {
+		l.WSPing = 25 * time.Second
+	}
+	if l.SessionsPerSubject <= 0 {
+		l.SessionsPerSubject = 100
+	}
+	if l.SessionsTotal <= 0 {
+		l.SessionsTotal = 1000
+	}
+	if l.WSInflight <= 0 {
+		l.WSInflight = 16
+	}
+	return l
+}
+
+// Options configure a Server.
+type Options struct {
+	Runtime *surfaced.Runtime
+	Guard   *guard.Guard
+	Limits  Limits
+	Logger  *slog.Logger
+	// Mounts are extra handlers (the ACP mount, the debug endpoints) served
+	// behind the same gates: path prefix -> handler.
+	Mounts map[string]http.Handler
+	// Props adds props options to gateway actors (the inspector); kind is sse or ws.
+	Props func(kind, sessionID string) []actor.PropsOption
+}
+
+// Server is the HTTP side of the daemon.
+type Server struct {
+	rt    *surfaced.Runtime
+	guard *guard.Guard
+	lim   Limits
+	log   *slog.Logger
+	e     *echo.Echo
+	opts  Options
+
+	mu       sync.Mutex
+	closing  bool
+	streams  map[*stream]struct{}
+	shutdown chan struct{}
+}
+
+// New builds the server and its routes.
+func New(o Options) *Server {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{rt: o.Runtime, guard: o.Guard, lim: o.Limits.withDefaults(), log: log, opts: o,
+		streams: map[*stream]struct{}{}, shutdown: make(chan struct{})}
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = s.errorHandler
+	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{}))
+	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableErrorHandler: false, LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+		log.Error("panic in handler", "path", c.Request().URL.Path, "err", err, "stack", string(stack))
+		return err
+	}}))
+	e.Use(s.guard.Middleware(isPublic))
+	s.e = e
+	s.routes()
+	return s
+}
+
+// isPublic: pages and probes need no credential (the Host and Origin gates
+// still apply); everything that touches a session does.
+func isPublic(path string) bool {
+	switch path {
+	case "/", "/index.html", "/surfaced.js", "/app.js", "/style.css", "/favicon.ico", "/healthz", "/readyz":
+		return true
+	}
+	return false
+}
+
+// Handler is the server's http.Handler.
+func (s *Server) Handler() http.Handler { return s.e }
+
+// Echo exposes the router (to mount more routes behind the same gates).
+func (s *Server) Echo() *echo.Echo { return s.e }
+
+func (s *Server) routes() {
+	e := s.e
+	static, _ := fs.Sub(webui.FS(), ".")
+	fileServer := http.FileServer(http.FS(static))
+	serveStatic := func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
+		fileServer.ServeHTTP(c.Response(), c.Request())
+		return nil
+	}
+	for _, p := range []string{"/", "/index.html", "/surfaced.js", "/app.js", "/style.css"} {
+		e.GET(p, serveStatic)
+	}
+	e.GET("/healthz", func(c echo.Context) error {
+		return c.JSON(http.StatusOK, map[string]any{"ok": true, "node": s.rt.NodeID(), "version": surfaced.Version})
+	})
+	e.GET("/readyz", func(c echo.Context) error {
+		if s.isClosing() {
+			return apiErr(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
+		}
+		return c.JSON(http.StatusOK, map[string]any{"ok": true})
+	})
+	metrics := promhttp.HandlerFor(s.rt.Registry(), promhttp.HandlerOpts{})
+	e.GET("/metrics", echo.WrapHandler(metrics))
+
+	api := e.Group("/api")
+	api.GET("/agents", s.listAgents)
+	api.POST("/sessions", s.createSession)
+	api.GET("/sessions", s.listSessions)
+	api.GET("/sessions/:id", s.getSession)
+	api.DELETE("/sessions/:id", s.deleteSession)
+	api.GET("/sessions/:id/messages", s.getMessages)
+	api.POST("/sessions/:id/prompt", s.prompt)
+	api.POST("/sessions/:id/abort", s.abort)
+	api.GET("/sessions/:id/surfaces", s.listSurfaces)
+	api.POST("/sessions/:id/surfaces/:domain/:action", s.runCommand)
+	api.POST("/sessions/:id/state", s.setState)
+	api.GET("/sessions/:id/state", s.getState)
+	api.POST("/sessions/:id/ui-response", s.uiResponse)
+	api.GET("/sessions/:id/events", s.events)
+	api.GET("/sessions/:id/ws", s.websocket)
+
+	for prefix, h := range s.opts.Mounts {
+		wrapped := echo.WrapHandler(h)
+		p := strings.TrimSuffix(prefix, "/")
+		e.Any(p, wrapped)
+		e.Any(p+"/*", wrapped)
+	}
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// Shutdown ends every stream with end{shutdown} (after the sessions said so,
+// when they could) and stops accepting new ones.
+func (s *Server) Shutdown(ctx context.Context) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return
+	}
+	s.closing = true
+	close(s.shutdown)
+	s.mu.Unlock()
+}
+
+func (s *Server) track(st *stream) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.streams[st] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(st *stream) {
+	s.mu.Lock()
+	delete(s.streams, st)
+	s.mu.Unlock()
+}

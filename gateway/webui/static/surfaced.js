@@ -1,0 +1,989 @@
+/*
+ * surfaced.js — the framework-agnostic browser client for a surfaced daemon.
+ *
+ * Load it as a classic script; it defines `window.Surfaced`. No dependencies, no build step.
+ * The web UI served at "/" is built on it; any other page (React, Vue, plain DOM) can use it too.
+ *
+ * Client (HTTP, cookie or same-origin auth):
+ *   const client = new Surfaced.Client({base = "", fetch = window.fetch, EventSource = window.EventSource})
+ *   client.agents()                        → Promise<[{name, title, description}]>
+ *   client.sessions()                      → Promise<[{sessionId, agent, title, status, createdAt, updatedAt}]> (all pages)
+ *   client.sessionsPage({cursor, limit})   → Promise<{sessions, nextCursor?}>
+ *   client.createSession({agent, cwd, title}) → Promise<{sessionId}>
+ *   client.session(id)                     → Surfaced.Session
+ *   Every method except Session.run rejects with a Surfaced.Error {code, message, status, fields?}.
+ *
+ * Session:
+ *   session.subscribe(handlers, {lastEventId?}) → subscription {close()}
+ *     Opens an EventSource on /api/sessions/{id}/events. handlers (all optional):
+ *       open(), reconnecting(), state(frame, applied), session(frame), chat(chunk), uiRequest(req),
+ *       diagnostic(d), resync(d), end(d), error({code, message, fatal}), frame(kind, data, id)
+ *     Resume: the browser resends Last-Event-ID itself when it reconnects on its own; when the stream
+ *     is closed for good (an HTTP error, or end{reason:"slow_consumer"}) the library reopens it with
+ *     ?lastEventId=<last id seen>, with backoff. After any other `end` the stream stays closed; the
+ *     next prompt/run/answer wakes it (resuming from the last id) unless the reason was "stopped"
+ *     or "revoked". A `resync` frame clears the state map; the sticky frames that follow rebuild it.
+ *   session.lastEventId                    the id of the last frame seen ("<epoch>-<seq>")
+ *   session.status                         the last `session` frame ({status, busy, queued, title, ...})
+ *   session.state(key)                     → {value, rev} | undefined (a deleted key is undefined)
+ *   session.store                          the Surfaced.StateStore (rev(key) also knows tombstones)
+ *   session.onState(key, cb)               cb(entry|undefined, key) on every applied change; → unsubscribe
+ *   session.onAnyState(cb)                 cb(key, entry|undefined); → unsubscribe
+ *   session.surface(domain)                → {domain, state, rev, available, known, commands, hosted}
+ *       state: the `surface:<domain>` snapshot or null; rev: its rev or -1; available: the domain is
+ *       listed by GET /api/sessions/{id}/surfaces; known: that list has been loaded at least once.
+ *   session.surfaces()                     → the last loaded list [{domain, commands, hosted, rev}]
+ *   session.refreshSurfaces()              → Promise<list>; also done on subscribe, when a `session`
+ *       frame turns ready, after a resync, and when a snapshot of an unlisted domain arrives
+ *   session.onSurfaces(cb)                 cb(list) after every refresh; → unsubscribe
+ *   session.pendingDialogs()               → unanswered ui-request dialogs, in arrival order
+ *   session.run(domain, action, args)      → Promise<{ok:true, data?} | {ok:false, error:{code, message}}>
+ *       never rejects: a network failure is {ok:false, error:{code:"send_failed", message}}, an HTTP
+ *       error answer is {ok:false, error:<its error object>}
+ *   session.prompt(text, {images})         → Promise<{accepted, queued}>
+ *   session.abort()                        → Promise
+ *   session.setPref(key, value)            → Promise<{ok, rev}>   (POST /state; key "<ns>.<pref>")
+ *   session.deletePref(key)                → Promise<{ok, rev}>
+ *   session.answer(uiRequestId, {value} | {confirmed} | {cancelled:true}) → Promise (POST /ui-response)
+ *   session.messages()                     → Promise<[{role, text?, toolCallId?, ..., turnId, at}]>
+ *   session.summary(), session.getState(), session.end() (DELETE), session.close() (stop streaming)
+ *
+ * Surfaced.StateStore: apply({key, value?, rev, deleted?}) → bool. A frame whose rev is not above the
+ *   known rev of its key is dropped; a delete keeps a tombstone {deleted:true, rev}, so a late frame
+ *   with a lower rev never brings the key back. reset() forgets everything (used on resync).
+ *
+ * Surfaced.ChatAssembler: apply(chunk) turns AI SDK v5 UI message chunks into messages:
+ *   {id, role:"user", promptId, text, via, queued, images, turnId?}
+ *   {id, role:"assistant", turnId, promptIds, status:"streaming"|"done"|"error"|"aborted",
+ *    stopReason?, error?, startSeen, parts:[
+ *      {type:"text"|"reasoning", id, text, state:"streaming"|"done"},
+ *      {type:"tool", toolCallId, toolName, input, output, preliminary, errorText,
+ *       state:"input-streaming"|"input-available"|"output-available"|"output-error"}]}
+ *   liveTurnIds() → Set of turn ids seen live; hasPrompt(promptId); message(id); userMessage(promptId);
+ *   remove(id); clear().
+ *   apply returns {message, unseenStart}: unseenStart is true when a `finish` closes a turn whose
+ *   `start` this assembler never saw (a stream joined mid-turn); the caller should reload history.
+ *
+ * Surfaced.renderSurfaceOp({title, tool, params:[[k, v], ...], fence}) → string, byte-identical to the
+ *   Go function surface.RenderOp:  <title>\n\n```<fence>\ntool: <tool>\n<k1>: <v1>\n...\n```
+ *   Params in order; a param whose value is undefined, null or "" is skipped; fence defaults to
+ *   "surface-op"; no trailing newline; no escaping or trimming.
+ */
+(function (root) {
+  "use strict";
+
+  const DEFAULT_FENCE = "surface-op";
+  const SURFACE_PREFIX = "surface:";
+  const FRAME_KINDS = ["state", "chat", "session", "ui-request", "diagnostic", "resync", "end"];
+  const DIALOG_METHODS = new Set(["select", "confirm", "input", "editor"]);
+  // Reasons after which the server will not serve this session to this client again.
+  const FINAL_END_REASONS = new Set(["stopped", "revoked"]);
+  const REOPEN_MIN_MS = 500;
+  const REOPEN_MAX_MS = 15000;
+
+  function renderSurfaceOp(op) {
+    const o = op || {};
+    const lines = ["tool: " + str(o.tool)];
+    const params = o.params || [];
+    for (let i = 0; i < params.length; i++) {
+      const k = params[i][0];
+      const v = params[i][1];
+      if (v === undefined || v === null || v === "") continue;
+      lines.push(str(k) + ": " + String(v));
+    }
+    const fence = o.fence === undefined || o.fence === null || o.fence === "" ? DEFAULT_FENCE : String(o.fence);
+    return str(o.title) + "\n\n```" + fence + "\n" + lines.join("\n") + "\n```";
+  }
+
+  function str(v) {
+    return v === undefined || v === null ? "" : String(v);
+  }
+
+  class SurfacedError extends Error {
+    constructor(code, message, status, fields) {
+      super(message || code);
+      this.name = "SurfacedError";
+      this.code = code;
+      this.status = status || 0;
+      if (fields) this.fields = fields;
+    }
+  }
+
+  // ---------------------------------------------------------------- state store
+
+  class StateStore {
+    constructor() {
+      this._entries = new Map(); // key → {value, rev} | {deleted:true, rev}
+      this._keyListeners = new Map(); // key → Set<cb(entry, key)>
+      this._anyListeners = new Set(); // cb(key, entry)
+    }
+
+    // apply takes a `state` frame and reports whether it changed the view.
+    apply(frame) {
+      if (!frame || typeof frame.key !== "string" || frame.key === "") return false;
+      const rev = frame.rev;
+      if (typeof rev !== "number" || !Number.isFinite(rev)) return false;
+      const cur = this._entries.get(frame.key);
+      if (cur !== undefined && rev <= cur.rev) return false;
+      const entry = frame.deleted ? { deleted: true, rev: rev } : { value: frame.value, rev: rev };
+      this._entries.set(frame.key, entry);
+      this._emit(frame.key);
+      return true;
+    }
+
+    // get returns {value, rev} for a live key and undefined for a missing or deleted one.
+    get(key) {
+      const e = this._entries.get(key);
+      if (e === undefined || e.deleted) return undefined;
+      return { value: e.value, rev: e.rev };
+    }
+
+    // rev returns the highest rev known for key, tombstones included, or undefined.
+    rev(key) {
+      const e = this._entries.get(key);
+      return e === undefined ? undefined : e.rev;
+    }
+
+    // entry returns the raw record, a tombstone included.
+    entry(key) {
+      const e = this._entries.get(key);
+      return e === undefined ? undefined : Object.assign({}, e);
+    }
+
+    keys() {
+      const out = [];
+      for (const [k, e] of this._entries) if (!e.deleted) out.push(k);
+      return out;
+    }
+
+    reset() {
+      const keys = Array.from(this._entries.keys());
+      this._entries.clear();
+      for (const k of keys) this._emit(k);
+    }
+
+    on(key, cb) {
+      let set = this._keyListeners.get(key);
+      if (!set) this._keyListeners.set(key, (set = new Set()));
+      set.add(cb);
+      return () => {
+        set.delete(cb);
+        if (set.size === 0 && this._keyListeners.get(key) === set) this._keyListeners.delete(key);
+      };
+    }
+
+    onAny(cb) {
+      this._anyListeners.add(cb);
+      return () => this._anyListeners.delete(cb);
+    }
+
+    _emit(key) {
+      const entry = this.get(key);
+      const set = this._keyListeners.get(key);
+      if (set) for (const cb of Array.from(set)) safeCall(cb, entry, key);
+      for (const cb of Array.from(this._anyListeners)) safeCall(cb, key, entry);
+    }
+  }
+
+  function safeCall(fn) {
+    if (typeof fn !== "function") return undefined;
+    try {
+      return fn.apply(undefined, Array.prototype.slice.call(arguments, 1));
+    } catch (e) {
+      // A broken listener must not stop the stream or the other listeners.
+      if (root.console && root.console.error) root.console.error("surfaced: listener failed", e);
+      return undefined;
+    }
+  }
+
+  // ---------------------------------------------------------------- client
+
+  class Client {
+    constructor(opts) {
+      const o = opts || {};
+      this.base = (o.base || "").replace(/\/+$/, "");
+      const f = o.fetch || root.fetch;
+      // window.fetch throws "Illegal invocation" when called as a method of another object.
+      this._fetch = f ? (url, init) => f.call(root, url, init) : null;
+      this._EventSource = o.EventSource || root.EventSource || null;
+      this._setTimeout = o.setTimeout || ((fn, ms) => root.setTimeout(fn, ms));
+      this._clearTimeout = o.clearTimeout || ((t) => root.clearTimeout(t));
+      this.withCredentials = !!o.withCredentials;
+    }
+
+    async request(method, path, body) {
+      if (!this._fetch) throw new SurfacedError("send_failed", "fetch is not available");
+      const init = {
+        method: method,
+        headers: { Accept: "application/json" },
+        credentials: this.withCredentials ? "include" : "same-origin",
+      };
+      if (body !== undefined) {
+        init.headers["Content-Type"] = "application/json";
+        try {
+          init.body = JSON.stringify(body);
+        } catch (e) {
+          throw new SurfacedError("invalid_args", "the request body is not JSON-serializable: " + errText(e));
+        }
+      }
+      let res;
+      try {
+        res = await this._fetch(this.base + path, init);
+      } catch (e) {
+        throw new SurfacedError("send_failed", "the request could not be sent: " + errText(e));
+      }
+      let text = "";
+      try {
+        text = await res.text();
+      } catch (e) {
+        throw new SurfacedError("send_failed", "the answer could not be read: " + errText(e), res.status);
+      }
+      let data;
+      if (text !== "") {
+        try {
+          data = JSON.parse(text);
+        } catch (e) {
+          data = undefined;
+        }
+      }
+      if (!res.ok) {
+        const err = data && typeof data === "object" && data.error && typeof data.error === "object" ? data.error : null;
+        throw new SurfacedError(
+          (err && err.code) || "http_" + res.status,
+          (err && err.message) || "the server answered " + res.status + (res.statusText ? " " + res.statusText : ""),
+          res.status,
+          err && err.fields
+        );
+      }
+      if (text !== "" && data === undefined) {
+        throw new SurfacedError("invalid_result", "the server answered something that is not JSON", res.status);
+      }
+      return data;
+    }
+
+    async agents() {
+      const data = await this.request("GET", "/api/agents");
+      return (data && data.agents) || [];
+    }
+
+    async sessionsPage(opts) {
+      const o = opts || {};
+      const q = [];
+      if (o.cursor) q.push("cursor=" + encodeURIComponent(o.cursor));
+      if (o.limit) q.push("limit=" + encodeURIComponent(o.limit));
+      const data = await this.request("GET", "/api/sessions" + (q.length ? "?" + q.join("&") : ""));
+      return { sessions: (data && data.sessions) || [], nextCursor: data && data.nextCursor };
+    }
+
+    async sessions() {
+      const all = [];
+      let cursor;
+      // Bounded so a server that keeps answering the same cursor cannot loop forever.
+      for (let page = 0; page < 50; page++) {
+        const p = await this.sessionsPage({ cursor: cursor });
+        all.push.apply(all, p.sessions);
+        if (!p.nextCursor || p.nextCursor === cursor) break;
+        cursor = p.nextCursor;
+      }
+      return all;
+    }
+
+    async createSession(opts) {
+      const o = opts || {};
+      const body = {};
+      if (o.agent) body.agent = o.agent;
+      if (o.cwd) body.cwd = o.cwd;
+      if (o.title) body.title = o.title;
+      return this.request("POST", "/api/sessions", body);
+    }
+
+    session(id) {
+      return new Session(this, id);
+    }
+  }
+
+  function errText(e) {
+    return e && e.message ? e.message : String(e);
+  }
+
+  // ---------------------------------------------------------------- session
+
+  class Session {
+    constructor(client, id) {
+      this.client = client;
+      this.id = id;
+      this.store = new StateStore();
+      this.status = undefined;
+      this.lastEventId = undefined;
+      this._sub = null;
+      this._surfaces = new Map(); // domain → {domain, commands, hosted, rev}
+      this._surfacesLoaded = false;
+      this._surfaceListeners = new Set();
+      this._refreshing = null;
+      this._refreshAgain = false;
+      this._unknownChecked = new Set(); // unlisted domains already refreshed for since the last ready
+      this._dialogs = new Map();
+    }
+
+    _path(suffix) {
+      return "/api/sessions/" + encodeURIComponent(this.id) + (suffix || "");
+    }
+
+    // ---- streaming
+
+    subscribe(handlers, opts) {
+      if (this._sub) this._sub.close();
+      const o = opts || {};
+      if (o.lastEventId) this.lastEventId = o.lastEventId;
+      const sub = new Subscription(this, handlers || {});
+      this._sub = sub;
+      sub._open();
+      this.refreshSurfaces();
+      return sub;
+    }
+
+    close() {
+      if (this._sub) this._sub.close();
+      this._sub = null;
+    }
+
+    // _wake reopens a stream that the server ended (idle, shutdown, crashed) when the user acts
+    // again: the action restarts the agent and its frames must reach this page.
+    _wake() {
+      const sub = this._sub;
+      if (sub && sub.ended && !FINAL_END_REASONS.has(sub.endReason)) sub._reopen(0);
+    }
+
+    _dispatch(sub, kind, data, id) {
+      const h = sub.handlers;
+      switch (kind) {
+        case "state": {
+          const applied = this.store.apply(data);
+          if (applied && typeof data.key === "string" && data.key.startsWith(SURFACE_PREFIX)) {
+            const domain = data.key.slice(SURFACE_PREFIX.length);
+            if (!this._surfaces.has(domain) && !this._unknownChecked.has(domain)) {
+              this._unknownChecked.add(domain);
+              this.refreshSurfaces();
+            }
+          }
+          safeCall(h.state, data, applied);
+          break;
+        }
+        case "session": {
+          const wasReady = this.status && this.status.status === "ready";
+          this.status = data;
+          if (data && data.status === "ready" && !wasReady) {
+            this._unknownChecked.clear();
+            this.refreshSurfaces();
+          }
+          safeCall(h.session, data);
+          break;
+        }
+        case "resync":
+          this.store.reset();
+          this._dialogs.clear();
+          safeCall(h.resync, data);
+          this.refreshSurfaces();
+          break;
+        case "chat":
+          safeCall(h.chat, data);
+          break;
+        case "ui-request":
+          if (data && data.id !== undefined) {
+            if (data.resolved) this._dialogs.delete(data.id);
+            else if (DIALOG_METHODS.has(data.method)) this._dialogs.set(data.id, data);
+          }
+          safeCall(h.uiRequest, data);
+          break;
+        case "diagnostic":
+          safeCall(h.diagnostic, data);
+          break;
+        case "end":
+          sub._ended(data && data.reason);
+          safeCall(h.end, data);
+          break;
+      }
+      safeCall(h.frame, kind, data, id);
+    }
+
+    pendingDialogs() {
+      return Array.from(this._dialogs.values());
+    }
+
+    // ---- state
+
+    state(key) {
+      return this.store.get(key);
+    }
+
+    onState(key, cb) {
+      return this.store.on(key, cb);
+    }
+
+    onAnyState(cb) {
+      return this.store.onAny(cb);
+    }
+
+    // ---- surfaces
+
+    surface(domain) {
+      const e = this.store.get(SURFACE_PREFIX + domain);
+      const info = this._surfaces.get(domain);
+      return {
+        domain: domain,
+        state: e ? e.value : null,
+        rev: e ? e.rev : -1,
+        available: !!info,
+        known: this._surfacesLoaded,
+        commands: info && Array.isArray(info.commands) ? info.commands.slice() : [],
+        hosted: info ? info.hosted : undefined,
+      };
+    }
+
+    surfaces() {
+      return Array.from(this._surfaces.values());
+    }
+
+    onSurfaces(cb) {
+      this._surfaceListeners.add(cb);
+      return () => this._surfaceListeners.delete(cb);
+    }
+
+    // refreshSurfaces reloads the registered domains. Calls that arrive while a load runs are folded
+    // into one more load after it, so the list always reflects a request sent after the trigger.
+    refreshSurfaces() {
+      if (this._refreshing) {
+        this._refreshAgain = true;
+        return this._refreshing;
+      }
+      const run = async () => {
+        try {
+          do {
+            this._refreshAgain = false;
+            try {
+              const data = await this.client.request("GET", this._path("/surfaces"));
+              const list = (data && Array.isArray(data.surfaces) && data.surfaces) || [];
+              const next = new Map();
+              for (const s of list) if (s && typeof s.domain === "string") next.set(s.domain, s);
+              this._surfaces = next;
+              this._surfacesLoaded = true;
+              for (const cb of Array.from(this._surfaceListeners)) safeCall(cb, this.surfaces());
+            } catch (e) {
+              // Keep the last list: a transient failure must not make every panel read-only.
+              if (root.console && root.console.warn) root.console.warn("surfaced: listing surfaces failed", e);
+            }
+          } while (this._refreshAgain);
+          return this.surfaces();
+        } finally {
+          this._refreshing = null;
+        }
+      };
+      this._refreshing = run();
+      return this._refreshing;
+    }
+
+    // ---- control plane
+
+    async run(domain, action, args) {
+      try {
+        this._wake();
+        const body = args === undefined ? {} : { args: args };
+        const data = await this.client.request(
+          "POST",
+          this._path("/surfaces/" + encodeURIComponent(domain) + "/" + encodeURIComponent(action)),
+          body
+        );
+        if (data && typeof data === "object" && typeof data.ok === "boolean") {
+          if (data.ok || (data.error && typeof data.error === "object")) return data;
+        }
+        return { ok: false, error: { code: "invalid_result", message: "the command answer has no ok/error" } };
+      } catch (e) {
+        if (e instanceof SurfacedError) {
+          const err = { code: e.code, message: e.message };
+          if (e.fields) err.fields = e.fields;
+          return { ok: false, error: err };
+        }
+        return { ok: false, error: { code: "send_failed", message: errText(e) } };
+      }
+    }
+
+    async prompt(text, opts) {
+      this._wake();
+      const body = { message: text };
+      if (opts && opts.images && opts.images.length) body.images = opts.images;
+      return this.client.request("POST", this._path("/prompt"), body);
+    }
+
+    async abort() {
+      return this.client.request("POST", this._path("/abort"), {});
+    }
+
+    async setPref(key, value) {
+      this._wake();
+      return this.client.request("POST", this._path("/state"), { key: key, value: value, op: "set" });
+    }
+
+    async deletePref(key) {
+      this._wake();
+      return this.client.request("POST", this._path("/state"), { key: key, op: "delete" });
+    }
+
+    async answer(uiRequestId, response) {
+      this._wake();
+      const r = response || {};
+      const body = { id: uiRequestId };
+      if (r.cancelled) body.cancelled = true;
+      else if (r.confirmed !== undefined) body.confirmed = !!r.confirmed;
+      else if (r.value !== undefined) body.value = r.value;
+      else body.cancelled = true;
+      return this.client.request("POST", this._path("/ui-response"), body);
+    }
+
+    async messages() {
+      const data = await this.client.request("GET", this._path("/messages"));
+      return (data && data.messages) || [];
+    }
+
+    async summary() {
+      return this.client.request("GET", this._path());
+    }
+
+    async getState() {
+      const data = await this.client.request("GET", this._path("/state"));
+      return (data && data.entries) || {};
+    }
+
+    async end() {
+      return this.client.request("DELETE", this._path());
+    }
+  }
+
+  // Subscription owns one logical stream; it may go through several EventSource objects.
+  class Subscription {
+    constructor(session, handlers) {
+      this.session = session;
+      this.handlers = handlers;
+      this.closed = false; // closed by the caller
+      this.ended = false; // ended by the server
+      this.endReason = undefined;
+      this._es = null;
+      this._timer = null;
+      this._failures = 0;
+    }
+
+    close() {
+      this.closed = true;
+      this._teardown();
+    }
+
+    _teardown() {
+      if (this._timer !== null) {
+        this.session.client._clearTimeout(this._timer);
+        this._timer = null;
+      }
+      if (this._es) {
+        const es = this._es;
+        this._es = null;
+        try {
+          es.close();
+        } catch (e) {
+          /* already closed */
+        }
+      }
+    }
+
+    _open() {
+      const client = this.session.client;
+      const ES = client._EventSource;
+      if (!ES) {
+        safeCall(this.handlers.error, { code: "unsupported", message: "EventSource is not available", fatal: true });
+        return;
+      }
+      this.ended = false;
+      this.endReason = undefined;
+      let url = client.base + this.session._path("/events");
+      if (this.session.lastEventId) url += "?lastEventId=" + encodeURIComponent(this.session.lastEventId);
+      let es;
+      try {
+        es = new ES(url, { withCredentials: client.withCredentials });
+      } catch (e) {
+        safeCall(this.handlers.error, { code: "send_failed", message: errText(e), fatal: false });
+        this._reopen();
+        return;
+      }
+      this._es = es;
+      es.onopen = () => {
+        if (this._es !== es) return;
+        this._failures = 0;
+        safeCall(this.handlers.open);
+      };
+      es.onerror = () => {
+        if (this._es !== es || this.closed) return;
+        const CLOSED = typeof ES.CLOSED === "number" ? ES.CLOSED : 2;
+        if (es.readyState === CLOSED) {
+          // The browser gave up (an HTTP error or a refused connection); find out whether the
+          // session still exists before trying again.
+          this._es = null;
+          this._probeAndReopen();
+        } else {
+          safeCall(this.handlers.reconnecting);
+        }
+      };
+      for (const kind of FRAME_KINDS) {
+        es.addEventListener(kind, (ev) => {
+          if (this._es !== es || this.closed) return;
+          if (ev.lastEventId) this.session.lastEventId = ev.lastEventId;
+          let data;
+          try {
+            data = JSON.parse(ev.data);
+          } catch (e) {
+            safeCall(this.handlers.error, { code: "invalid_frame", message: "a " + kind + " frame is not JSON", fatal: false });
+            return;
+          }
+          this.session._dispatch(this, kind, data, ev.lastEventId);
+        });
+      }
+    }
+
+    _ended(reason) {
+      this.endReason = reason;
+      this._teardown();
+      if (reason === "slow_consumer" && !this.closed) {
+        this._open();
+        return;
+      }
+      this.ended = true;
+    }
+
+    async _probeAndReopen() {
+      try {
+        const s = await this.session.summary();
+        if (s && s.status === "ended") {
+          this.ended = true;
+          this.endReason = "stopped";
+          safeCall(this.handlers.end, { reason: "stopped" });
+          return;
+        }
+      } catch (e) {
+        if (e instanceof SurfacedError && (e.status === 401 || e.status === 403 || e.status === 404)) {
+          this.ended = true;
+          this.endReason = "revoked";
+          safeCall(this.handlers.error, { code: e.code, message: e.message, fatal: true });
+          return;
+        }
+      }
+      if (!this.closed) this._reopen();
+    }
+
+    _reopen(delayMs) {
+      if (this.closed) return;
+      this._teardown();
+      let delay = delayMs;
+      if (delay === undefined) {
+        delay = Math.min(REOPEN_MAX_MS, REOPEN_MIN_MS * Math.pow(2, this._failures));
+        delay = Math.round(delay * (0.75 + Math.random() * 0.5));
+        this._failures++;
+      }
+      safeCall(this.handlers.reconnecting);
+      if (delay <= 0) {
+        this._open();
+        return;
+      }
+      this._timer = this.session.client._setTimeout(() => {
+        this._timer = null;
+        if (!this.closed) this._open();
+      }, delay);
+    }
+  }
+
+  // ---------------------------------------------------------------- chat assembly
+
+  class ChatAssembler {
+    constructor() {
+      this.messages = [];
+      this._byId = new Map();
+      this._current = null; // the open assistant message
+      this._liveTurns = new Set();
+      this._userByPrompt = new Map();
+      this._implicit = 0;
+    }
+
+    liveTurnIds() {
+      return new Set(this._liveTurns);
+    }
+
+    hasPrompt(promptId) {
+      return this._userByPrompt.has(promptId);
+    }
+
+    message(id) {
+      return this._byId.get(id);
+    }
+
+    userMessage(promptId) {
+      return this._userByPrompt.get(promptId);
+    }
+
+    remove(id) {
+      const m = this._byId.get(id);
+      if (!m) return;
+      this._byId.delete(id);
+      this.messages = this.messages.filter((x) => x !== m);
+      if (m.turnId) this._liveTurns.delete(m.turnId);
+      if (m.role === "user" && m.promptId) this._userByPrompt.delete(m.promptId);
+      if (this._current === m) this._current = null;
+    }
+
+    clear() {
+      this.messages = [];
+      this._byId.clear();
+      this._current = null;
+      this._liveTurns.clear();
+      this._userByPrompt.clear();
+    }
+
+    _add(m) {
+      this.messages.push(m);
+      this._byId.set(m.id, m);
+      return m;
+    }
+
+    _open() {
+      if (this._current) return this._current;
+      this._implicit++;
+      let id = "live-" + this._implicit;
+      while (this._byId.has(id)) id = "live-" + ++this._implicit;
+      this._current = this._add({
+        id: id,
+        role: "assistant",
+        turnId: undefined,
+        promptIds: [],
+        status: "streaming",
+        startSeen: false,
+        parts: [],
+      });
+      return this._current;
+    }
+
+    _part(m, type, id) {
+      for (const p of m.parts) if (p.type === type && p.id === id) return p;
+      const p = { type: type, id: id, text: "", state: "streaming" };
+      m.parts.push(p);
+      return p;
+    }
+
+    _tool(m, toolCallId, toolName) {
+      for (const p of m.parts) if (p.type === "tool" && p.toolCallId === toolCallId) return p;
+      // Tool calls are looked up across messages too: output can outlive a missed turn boundary.
+      for (let i = this.messages.length - 1; i >= 0; i--) {
+        const other = this.messages[i];
+        if (other.role !== "assistant") continue;
+        for (const p of other.parts) if (p.type === "tool" && p.toolCallId === toolCallId) return p;
+      }
+      const p = {
+        type: "tool",
+        toolCallId: toolCallId,
+        toolName: toolName || "tool",
+        input: undefined,
+        inputText: "",
+        output: undefined,
+        preliminary: false,
+        errorText: undefined,
+        state: "input-streaming",
+      };
+      m.parts.push(p);
+      return p;
+    }
+
+    apply(chunk) {
+      const r = { message: undefined, unseenStart: false };
+      if (!chunk || typeof chunk.type !== "string") return r;
+      const c = chunk;
+      switch (c.type) {
+        case "data-user-message": {
+          const d = c.data || {};
+          let m = d.promptId !== undefined ? this._userByPrompt.get(d.promptId) : undefined;
+          if (!m) {
+            m = this._add({
+              id: d.promptId !== undefined ? "user-" + d.promptId : "user-" + ++this._implicit,
+              role: "user",
+              promptId: d.promptId,
+              text: "",
+              via: undefined,
+              queued: false,
+              images: undefined,
+              turnId: undefined,
+            });
+            if (d.promptId !== undefined) this._userByPrompt.set(d.promptId, m);
+          }
+          m.text = str(d.text);
+          m.via = d.via;
+          m.queued = !!d.queued;
+          m.images = d.images;
+          r.message = m;
+          return r;
+        }
+        case "start": {
+          if (this._current) this._finishMessage(this._current, undefined);
+          const meta = c.messageMetadata || {};
+          let id = c.messageId || (meta.turnId ? "turn-" + meta.turnId : undefined);
+          if (!id || this._byId.has(id)) id = "live-" + ++this._implicit;
+          const m = this._add({
+            id: id,
+            role: "assistant",
+            turnId: meta.turnId,
+            promptIds: Array.isArray(meta.promptIds) ? meta.promptIds.slice() : [],
+            status: "streaming",
+            startSeen: true,
+            parts: [],
+          });
+          if (m.turnId !== undefined) this._liveTurns.add(m.turnId);
+          for (const pid of m.promptIds) {
+            const u = this._userByPrompt.get(pid);
+            if (u) {
+              u.queued = false;
+              u.turnId = m.turnId;
+            }
+          }
+          this._current = m;
+          r.message = m;
+          return r;
+        }
+        case "finish": {
+          const meta = c.messageMetadata || {};
+          let m = this._current;
+          if (m && m.startSeen && meta.turnId !== undefined && m.turnId !== undefined && m.turnId !== meta.turnId) {
+            // The finish belongs to a turn we did not see begin; close ours as well.
+            this._finishMessage(m, undefined);
+            m = undefined;
+          }
+          if (!m || !m.startSeen) r.unseenStart = true;
+          if (m) {
+            if (m.turnId === undefined && meta.turnId !== undefined) {
+              m.turnId = meta.turnId;
+              this._liveTurns.add(m.turnId);
+            }
+            if (Array.isArray(meta.promptIds) && m.promptIds.length === 0) m.promptIds = meta.promptIds.slice();
+            this._finishMessage(m, meta.stopReason);
+          }
+          this._current = null;
+          r.message = m;
+          return r;
+        }
+        case "abort": {
+          const m = this._open();
+          m.status = "aborted";
+          r.message = m;
+          return r;
+        }
+        case "error": {
+          const m = this._open();
+          m.status = "error";
+          m.error = str(c.errorText) || "the turn failed";
+          r.message = m;
+          return r;
+        }
+        case "start-step":
+        case "finish-step":
+          r.message = this._open();
+          return r;
+        case "text-start":
+        case "reasoning-start": {
+          const m = this._open();
+          this._part(m, c.type === "text-start" ? "text" : "reasoning", c.id);
+          r.message = m;
+          return r;
+        }
+        case "text-delta":
+        case "reasoning-delta": {
+          const m = this._open();
+          const p = this._part(m, c.type === "text-delta" ? "text" : "reasoning", c.id);
+          p.text += str(c.delta);
+          p.state = "streaming";
+          r.message = m;
+          return r;
+        }
+        case "text-end":
+        case "reasoning-end": {
+          const m = this._open();
+          this._part(m, c.type === "text-end" ? "text" : "reasoning", c.id).state = "done";
+          r.message = m;
+          return r;
+        }
+        case "tool-input-start": {
+          const m = this._open();
+          this._tool(m, c.toolCallId, c.toolName);
+          r.message = m;
+          return r;
+        }
+        case "tool-input-delta": {
+          const m = this._open();
+          const p = this._tool(m, c.toolCallId);
+          p.inputText += str(c.inputTextDelta);
+          r.message = this._owner(p) || m;
+          return r;
+        }
+        case "tool-input-available": {
+          const m = this._open();
+          const p = this._tool(m, c.toolCallId, c.toolName);
+          if (c.toolName) p.toolName = c.toolName;
+          p.input = c.input;
+          if (p.state === "input-streaming") p.state = "input-available";
+          r.message = this._owner(p) || m;
+          return r;
+        }
+        case "tool-output-available": {
+          const m = this._open();
+          const p = this._tool(m, c.toolCallId, c.toolName);
+          p.output = c.output; // accumulated by the server: replace, never append
+          p.preliminary = !!c.preliminary;
+          p.errorText = undefined;
+          p.state = "output-available";
+          r.message = this._owner(p) || m;
+          return r;
+        }
+        case "tool-output-error": {
+          const m = this._open();
+          const p = this._tool(m, c.toolCallId, c.toolName);
+          p.errorText = str(c.errorText) || "the tool failed";
+          p.preliminary = false;
+          p.state = "output-error";
+          r.message = this._owner(p) || m;
+          return r;
+        }
+        default:
+          // data-agent-event and chunk types this version does not know change no message.
+          return r;
+      }
+    }
+
+    _owner(part) {
+      for (let i = this.messages.length - 1; i >= 0; i--) {
+        const m = this.messages[i];
+        if (m.parts && m.parts.indexOf(part) >= 0) return m;
+      }
+      return undefined;
+    }
+
+    _finishMessage(m, stopReason) {
+      if (stopReason !== undefined) m.stopReason = stopReason;
+      if (stopReason === "cancelled") m.status = "aborted";
+      else if (stopReason === "error" && m.status !== "aborted") m.status = "error";
+      else if (m.status === "streaming") m.status = "done";
+      for (const p of m.parts) {
+        if ((p.type === "text" || p.type === "reasoning") && p.state === "streaming") p.state = "done";
+      }
+    }
+  }
+
+  root.Surfaced = {
+    version: "1",
+    Client: Client,
+    Session: Session,
+    StateStore: StateStore,
+    ChatAssembler: ChatAssembler,
+    Error: SurfacedError,
+    renderSurfaceOp: renderSurfaceOp,
+    DEFAULT_FENCE: DEFAULT_FENCE,
+  };
+})(typeof window !== "undefined" ? window : globalThis);

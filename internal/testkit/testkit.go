@@ -1,0 +1,156 @@
+// Package testkit holds helpers for the daemon's own tests: building the
+// fake and example agents once per test binary, and a frame collector actor.
+package testkit
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+)
+
+var (
+	buildMu  sync.Mutex
+	built    = map[string]string{}
+	buildDir string
+)
+
+// RepoRoot is the repository root (where go.mod is).
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Build compiles a main package of this module (e.g. "./internal/fakeagent")
+// once per test binary and returns the path of the binary.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := built[pkg]; ok {
+		return p
+	}
+	if buildDir == "" {
+		d, err := os.MkdirTemp("", "surfaced-testbin-")
+		if err != nil {
+			t.Fatalf("temp dir: %v", err)
+		}
+		buildDir = d
+	}
+	out := filepath.Join(buildDir, strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "_"))
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	built[pkg] = out
+	return out
+}
+
+// FakeAgent returns the argv of the fake agent with flags.
+func FakeAgent(t testing.TB, flags ...string) []string {
+	return append([]string{Build(t, "./internal/fakeagent")}, flags...)
+}
+
+// Frame is a received frame with its data decoded.
+type Frame struct {
+	Kind string
+	ID   string
+	Seq  uint64
+	Data map[string]any
+	Raw  []byte
+}
+
+// Collector is an actor that subscribes like a gateway actor and collects
+// the frames it receives.
+type Collector struct {
+	PID *actor.PID
+	ch  chan Frame
+	mu  sync.Mutex
+	all []Frame
+	sys *actor.ActorSystem
+}
+
+// NewCollector spawns a collector in sys.
+func NewCollector(sys *actor.ActorSystem) *Collector {
+	c := &Collector{ch: make(chan Frame, 100000), sys: sys}
+	c.PID = sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if fs, ok := ctx.Message().(*pb.Frames); ok {
+			for _, f := range fs.GetFrames() {
+				var data map[string]any
+				_ = json.Unmarshal(f.GetData(), &data)
+				fr := Frame{Kind: f.GetKind(), ID: f.GetId(), Seq: f.GetSeq(), Data: data, Raw: f.GetData()}
+				c.mu.Lock()
+				c.all = append(c.all, fr)
+				c.mu.Unlock()
+				c.ch <- fr
+			}
+		}
+	}))
+	return c
+}
+
+// Pid is the collector as a wire Pid.
+func (c *Collector) Pid() *pb.Pid { return pb.PidOf(c.PID) }
+
+// Stop stops the collector actor.
+func (c *Collector) Stop() { c.sys.Root.Stop(c.PID) }
+
+// All returns every frame received so far.
+func (c *Collector) All() []Frame {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Frame(nil), c.all...)
+}
+
+// Wait returns the next frame that satisfies pred, failing the test after timeout.
+func (c *Collector) Wait(t testing.TB, timeout time.Duration, what string, pred func(Frame) bool) Frame {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case f := <-c.ch:
+			if pred(f) {
+				return f
+			}
+		case <-deadline:
+			t.Fatalf("timed out after %s waiting for %s; frames so far:\n%s", timeout, what, c.dump())
+			return Frame{}
+		}
+	}
+}
+
+func (c *Collector) dump() string {
+	var b strings.Builder
+	for _, f := range c.All() {
+		fmt.Fprintf(&b, "  %s %s %s\n", f.ID, f.Kind, f.Raw)
+	}
+	return b.String()
+}
+
+// Chat matches a chat frame whose chunk type is typ.
+func Chat(typ string) func(Frame) bool {
+	return func(f Frame) bool { return f.Kind == "chat" && f.Data["type"] == typ }
+}
+
+// Status matches a session frame with the status.
+func Status(status string) func(Frame) bool {
+	return func(f Frame) bool { return f.Kind == "session" && f.Data["status"] == status }
+}
+
+// State matches a state frame of key (and rev when rev > 0).
+func State(key string, rev float64) func(Frame) bool {
+	return func(f Frame) bool {
+		return f.Kind == "state" && f.Data["key"] == key && (rev == 0 || f.Data["rev"] == rev)
+	}
+}

@@ -1,0 +1,331 @@
+// Package surfaced is the embeddable runtime of the surfaced daemon: the actor
+// system, the configured agents, the native surface domains, the session
+// directory and the store. The daemon (cmd/surfaced) puts the HTTP gateway
+// and ACP in front of it; a Go program can embed it the same way
+// (examples/embedded).
+package surfaced
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/surfaced/surfaced/actors/session"
+	"github.com/surfaced/surfaced/actors/surface"
+	"github.com/surfaced/surfaced/metrics"
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+	"github.com/surfaced/surfaced/store"
+)
+
+// Version is the build version, set by the linker (-X).
+var Version = "dev"
+
+// AgentSpec is a configured agent.
+type AgentSpec = session.AgentSpec
+
+// Limits are the per-session limits.
+type Limits = session.Limits
+
+// DomainBinding registers a native domain for the sessions of some agents.
+type DomainBinding struct {
+	Domain surface.Domain
+	// Agents the domain applies to; empty means every agent.
+	Agents []string
+}
+
+// Config configures a Runtime. Store is required; the rest has defaults.
+type Config struct {
+	Store   store.Store
+	Agents  []AgentSpec
+	Domains []DomainBinding
+	Limits  Limits
+	Logger  *slog.Logger
+	// Registry receives the daemon's metrics (nil: a private registry).
+	Registry *prometheus.Registry
+	// WorkspaceRoots, when set, bound the working directories sessions may use.
+	WorkspaceRoots []string
+	// NodeID names this node in logs and the inspector (default: hostname).
+	NodeID string
+	// Props adds props options to every actor of a session (the inspector).
+	Props func(kind, sessionID, domain string) []actor.PropsOption
+	// StoreWorkers is the number of store writer goroutines (default 4).
+	StoreWorkers int
+}
+
+// Runtime hosts sessions.
+type Runtime struct {
+	cfg     Config
+	log     *slog.Logger
+	sys     *actor.ActorSystem
+	writer  *store.Writer
+	dir     *session.Local
+	metrics *metrics.Metrics
+	reg     *prometheus.Registry
+	agents  map[string]AgentSpec
+	names   []string
+}
+
+// Errors of CreateSession.
+var (
+	ErrNoAgent      = errors.New("no such agent")
+	ErrAgentChoice  = errors.New("choose an agent")
+	ErrBadCwd       = errors.New("invalid working directory")
+	ErrNoAgents     = errors.New("no agent is configured")
+	ErrShuttingDown = errors.New("shutting down")
+)
+
+// New starts a runtime.
+func New(cfg Config) (*Runtime, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("surfaced: Config.Store is required")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if cfg.NodeID == "" {
+		cfg.NodeID, _ = os.Hostname()
+	}
+	reg := cfg.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	r := &Runtime{cfg: cfg, log: log, reg: reg, agents: map[string]AgentSpec{}}
+	for _, a := range cfg.Agents {
+		if a.Name == "" {
+			return nil, errors.New("surfaced: an agent has no name")
+		}
+		if len(a.Argv) == 0 {
+			return nil, fmt.Errorf("surfaced: agent %q has no command", a.Name)
+		}
+		if _, dup := r.agents[a.Name]; dup {
+			return nil, fmt.Errorf("surfaced: agent %q is configured twice", a.Name)
+		}
+		r.agents[a.Name] = a
+		r.names = append(r.names, a.Name)
+	}
+	sort.Strings(r.names)
+	r.metrics = metrics.New(reg)
+	r.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(sys *actor.ActorSystem) *slog.Logger {
+		// protoactor logs a lot at Info; the daemon wants its warnings only.
+		return slog.New(minLevel{h: log.Handler(), min: slog.LevelWarn}).With("lib", "protoactor")
+	}))
+	r.writer = store.NewWriter(cfg.Store, cfg.StoreWorkers, log)
+	deps := &session.Deps{
+		NodeID:  cfg.NodeID,
+		Writer:  r.writer,
+		Agent:   r.Agent,
+		Domains: r.domainsFor,
+		Logger:  log,
+		Metrics: r.metrics,
+		Limits:  cfg.Limits,
+		Props:   cfg.Props,
+		Publish: r.Publish,
+	}
+	r.dir = session.NewLocal(r.sys, deps)
+	return r, nil
+}
+
+// Agent returns a configured agent.
+func (r *Runtime) Agent(name string) (AgentSpec, bool) {
+	a, ok := r.agents[name]
+	return a, ok
+}
+
+// Agents returns the configured agents, sorted by name.
+func (r *Runtime) Agents() []AgentSpec {
+	out := make([]AgentSpec, 0, len(r.names))
+	for _, n := range r.names {
+		out = append(out, r.agents[n])
+	}
+	return out
+}
+
+func (r *Runtime) domainsFor(agent string) []surface.Domain {
+	var out []surface.Domain
+	for _, b := range r.cfg.Domains {
+		if len(b.Agents) == 0 {
+			out = append(out, b.Domain)
+			continue
+		}
+		for _, a := range b.Agents {
+			if a == agent {
+				out = append(out, b.Domain)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// System is the actor system (for gateway actors and the event bus).
+func (r *Runtime) System() *actor.ActorSystem { return r.sys }
+
+// Directory addresses sessions by id.
+func (r *Runtime) Directory() session.Directory { return r.dir }
+
+// Local is the single-node directory (live sessions, shutdown).
+func (r *Runtime) Local() *session.Local { return r.dir }
+
+// Store is the session store.
+func (r *Runtime) Store() store.Store { return r.cfg.Store }
+
+// Metrics are the daemon's collectors.
+func (r *Runtime) Metrics() *metrics.Metrics { return r.metrics }
+
+// Registry is the Prometheus registry the metrics live in.
+func (r *Runtime) Registry() *prometheus.Registry { return r.reg }
+
+// Logger is the daemon's logger.
+func (r *Runtime) Logger() *slog.Logger { return r.log }
+
+// NodeID names this node.
+func (r *Runtime) NodeID() string { return r.cfg.NodeID }
+
+// Publish puts an event on the daemon's event bus.
+func (r *Runtime) Publish(ev any) { r.sys.EventStream.Publish(ev) }
+
+// Subscribe calls fn for every event on the bus until the returned function
+// is called.
+func (r *Runtime) Subscribe(fn func(ev any)) (unsubscribe func()) {
+	sub := r.sys.EventStream.Subscribe(fn)
+	return func() { r.sys.EventStream.Unsubscribe(sub) }
+}
+
+var _ = eventstream.NewEventStream
+
+// CreateOptions describe a new session.
+type CreateOptions struct {
+	Owner string
+	Agent string // may be empty when exactly one agent is configured
+	Cwd   string // default: the agent's cwd, else the daemon's
+	Title string
+}
+
+// ResolveAgent picks the agent for a new session.
+func (r *Runtime) ResolveAgent(name string) (AgentSpec, error) {
+	if name != "" {
+		a, ok := r.agents[name]
+		if !ok {
+			return AgentSpec{}, fmt.Errorf("%w %q; configured: %s", ErrNoAgent, name, strings.Join(r.names, ", "))
+		}
+		return a, nil
+	}
+	switch len(r.names) {
+	case 0:
+		return AgentSpec{}, ErrNoAgents
+	case 1:
+		return r.agents[r.names[0]], nil
+	default:
+		return AgentSpec{}, fmt.Errorf("%w: several agents are configured: %s", ErrAgentChoice, strings.Join(r.names, ", "))
+	}
+}
+
+// ResolveCwd checks a session's working directory: an existing directory,
+// inside a workspace root when roots are configured.
+func (r *Runtime) ResolveCwd(a AgentSpec, cwd string) (string, error) {
+	if cwd == "" {
+		cwd = a.Cwd
+	}
+	if cwd == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", fmt.Errorf("%w: %w", ErrBadCwd, err)
+		}
+		cwd = wd
+	}
+	if !filepath.IsAbs(cwd) {
+		return "", fmt.Errorf("%w: %q is not an absolute path", ErrBadCwd, cwd)
+	}
+	cwd = filepath.Clean(cwd)
+	fi, err := os.Stat(cwd)
+	if err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("%w: %q is not an existing directory", ErrBadCwd, cwd)
+	}
+	if len(r.cfg.WorkspaceRoots) > 0 {
+		real, err := filepath.EvalSymlinks(cwd)
+		if err != nil {
+			return "", fmt.Errorf("%w: %q: %w", ErrBadCwd, cwd, err)
+		}
+		for _, root := range r.cfg.WorkspaceRoots {
+			rr, err := filepath.EvalSymlinks(root)
+			if err != nil {
+				continue
+			}
+			if rel, err := filepath.Rel(rr, real); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+				return cwd, nil
+			}
+		}
+		return "", fmt.Errorf("%w: %q is outside the workspace roots (%s)", ErrBadCwd, cwd, strings.Join(r.cfg.WorkspaceRoots, ", "))
+	}
+	return cwd, nil
+}
+
+// CreateSession stores a new session and starts it (its agent spawns now).
+func (r *Runtime) CreateSession(ctx context.Context, o CreateOptions) (string, error) {
+	a, err := r.ResolveAgent(o.Agent)
+	if err != nil {
+		return "", err
+	}
+	cwd, err := r.ResolveCwd(a, o.Cwd)
+	if err != nil {
+		return "", err
+	}
+	now := time.Now()
+	rec := store.Session{ID: session.NewID(), Owner: o.Owner, Agent: a.Name, Title: o.Title, Cwd: cwd,
+		Status: session.StatusStarting, Created: now, Updated: now}
+	if err := r.cfg.Store.CreateSession(ctx, rec); err != nil {
+		return "", fmt.Errorf("create session: %w", err)
+	}
+	r.metrics.SessionsCreated.Inc()
+	if _, err := r.dir.Request(ctx, rec.ID, &pb.GetSummary{Caller: &pb.Caller{System: true}}); err != nil {
+		return "", fmt.Errorf("start session %s: %w", rec.ID, err)
+	}
+	r.log.Info("session created", "session", rec.ID, "agent", a.Name, "owner", o.Owner, "cwd", cwd)
+	return rec.ID, nil
+}
+
+// Request sends a request to a session.
+func (r *Runtime) Request(ctx context.Context, id string, msg proto.Message) (proto.Message, error) {
+	return r.dir.Request(ctx, id, msg)
+}
+
+// Shutdown stops every session (they sleep: their agents stop, their clients
+// get end{shutdown}, they wake on the next request after a restart) and
+// writes what is queued. The store stays open; its owner closes it.
+func (r *Runtime) Shutdown(ctx context.Context) error {
+	r.dir.StopAll(ctx, "shutdown")
+	// Children stop asynchronously; give the agents' SIGTERM a moment.
+	err := r.writer.Flush(ctx)
+	r.writer.Close()
+	r.sys.Shutdown()
+	return err
+}
+
+// minLevel drops records below min.
+type minLevel struct {
+	h   slog.Handler
+	min slog.Level
+}
+
+func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= m.min && m.h.Enabled(ctx, l)
+}
+func (m minLevel) Handle(ctx context.Context, r slog.Record) error { return m.h.Handle(ctx, r) }
+func (m minLevel) WithAttrs(a []slog.Attr) slog.Handler {
+	return minLevel{h: m.h.WithAttrs(a), min: m.min}
+}
+func (m minLevel) WithGroup(n string) slog.Handler { return minLevel{h: m.h.WithGroup(n), min: m.min} }

@@ -1,0 +1,535 @@
+package surfaced_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/surfaced/surfaced"
+	"github.com/surfaced/surfaced/actors/session"
+	"github.com/surfaced/surfaced/actors/surface"
+	"github.com/surfaced/surfaced/internal/testkit"
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+	"github.com/surfaced/surfaced/store"
+	"github.com/surfaced/surfaced/store/memstore"
+)
+
+const owner = "alice"
+
+var me = &pb.Caller{Subject: owner, Via: "browser"}
+
+type harness struct {
+	t  *testing.T
+	rt *surfaced.Runtime
+	st store.Store
+}
+
+type opt func(*surfaced.Config)
+
+func withLimits(l surfaced.Limits) opt { return func(c *surfaced.Config) { c.Limits = l } }
+func withDomains(d ...surfaced.DomainBinding) opt {
+	return func(c *surfaced.Config) { c.Domains = append(c.Domains, d...) }
+}
+func withAgent(name string, argv []string) opt {
+	return func(c *surfaced.Config) {
+		c.Agents = append(c.Agents, surfaced.AgentSpec{Name: name, Argv: argv})
+	}
+}
+
+func newHarness(t *testing.T, st store.Store, opts ...opt) *harness {
+	t.Helper()
+	if st == nil {
+		st = memstore.New()
+	}
+	cfg := surfaced.Config{Store: st}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if len(cfg.Agents) == 0 {
+		cfg.Agents = []surfaced.AgentSpec{{Name: "fake", Argv: testkit.FakeAgent(t)}}
+	}
+	rt, err := surfaced.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, rt: rt, st: st}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = rt.Shutdown(ctx)
+	})
+	return h
+}
+
+func (h *harness) create(agent string) string {
+	h.t.Helper()
+	id, err := h.rt.CreateSession(context.Background(), surfaced.CreateOptions{Owner: owner, Agent: agent})
+	if err != nil {
+		h.t.Fatalf("create: %v", err)
+	}
+	return id
+}
+
+func (h *harness) req(id string, m proto.Message) proto.Message {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := h.rt.Request(ctx, id, m)
+	if err != nil {
+		h.t.Fatalf("request %T: %v", m, err)
+	}
+	return res
+}
+
+func (h *harness) subscribe(id, last string) (*testkit.Collector, *pb.SubscribeResult) {
+	h.t.Helper()
+	c := testkit.NewCollector(h.rt.System())
+	h.t.Cleanup(c.Stop)
+	res := h.req(id, &pb.Subscribe{Subscriber: c.Pid(), LastEventId: last, ClientKind: "test", Subject: owner}).(*pb.SubscribeResult)
+	if !res.GetOk() {
+		h.t.Fatalf("subscribe: %v", res.GetError())
+	}
+	return c, res
+}
+
+func (h *harness) cmd(id, domain, action string, args any) *pb.CommandResult {
+	h.t.Helper()
+	var raw []byte
+	if args != nil {
+		raw, _ = json.Marshal(args)
+	}
+	return h.req(id, &pb.RunCommand{Caller: me, Domain: domain, Action: action, Args: raw}).(*pb.CommandResult)
+}
+
+func (h *harness) prompt(id, text string) *pb.PromptResult {
+	h.t.Helper()
+	return h.req(id, &pb.Prompt{Caller: me, Message: text}).(*pb.PromptResult)
+}
+
+func (h *harness) waitReady(c *testkit.Collector) {
+	h.t.Helper()
+	c.Wait(h.t, 10*time.Second, "ready", testkit.Status("ready"))
+}
+
+func count(t *testing.T, f testkit.Frame) int {
+	t.Helper()
+	v, _ := f.Data["value"].(map[string]any)
+	n, _ := v["count"].(float64)
+	return int(n)
+}
+
+func TestAgentHostedCommandAndSnapshot(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.create("")
+	c, _ := h.subscribe(id, "")
+	h.waitReady(c)
+	c.Wait(t, 5*time.Second, "initial snapshot", testkit.State("surface:demo", 1))
+
+	res := h.cmd(id, "demo", "increment", nil)
+	if !res.GetOk() || string(res.GetData()) != `{"count":1}` || res.GetRev() != 2 {
+		t.Fatalf("increment: %v", res)
+	}
+	f := c.Wait(t, 5*time.Second, "rev 2", testkit.State("surface:demo", 2))
+	if count(t, f) != 1 {
+		t.Fatalf("snapshot: %s", f.Raw)
+	}
+	res = h.cmd(id, "demo", "echo", map[string]string{"text": "hi"})
+	if !res.GetOk() || string(res.GetData()) != `{"echoed":"hi","size":1}` {
+		t.Fatalf("echo: %v", res)
+	}
+	// Probe, unknown action, unknown domain, a coded failure.
+	if r := h.cmd(id, "demo", "surface:demo", nil); !r.GetOk() {
+		t.Fatalf("probe: %v", r)
+	}
+	if r := h.cmd(id, "demo", "nope", nil); r.GetOk() || r.GetError().GetCode() != "unknown_action" {
+		t.Fatalf("unknown action: %v", r)
+	}
+	if r := h.cmd(id, "nosuch", "x", nil); r.GetError().GetCode() != "surface_not_registered" {
+		t.Fatalf("unknown domain: %v", r)
+	}
+	if r := h.cmd(id, "demo", "fail", nil); r.GetError().GetCode() != "nope" || r.GetError().GetMessage() != "failed on purpose" {
+		t.Fatalf("coded failure: %v", r)
+	}
+	sum := h.req(id, &pb.GetSummary{Caller: me}).(*pb.SessionSummary)
+	if len(sum.GetSurfaces()) != 1 || sum.GetSurfaces()[0].GetHosted() != "agent" || sum.GetSurfaces()[0].GetRev() != 3 {
+		t.Fatalf("summary surfaces: %v", sum.GetSurfaces())
+	}
+}
+
+func TestOwnershipLooksLikeAbsence(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.create("")
+	bob := &pb.Caller{Subject: "bob", Via: "browser"}
+	if s := h.req(id, &pb.GetSummary{Caller: bob}).(*pb.SessionSummary); s.GetError().GetCode() != "not_found" {
+		t.Fatalf("foreign summary: %v", s)
+	}
+	if r := h.req(id, &pb.RunCommand{Caller: bob, Domain: "demo", Action: "increment"}).(*pb.CommandResult); r.GetRefused().GetCode() != "not_found" {
+		t.Fatalf("foreign command: %v", r)
+	}
+	ctx := context.Background()
+	if _, err := h.rt.Request(ctx, "nosuchsession", &pb.GetSummary{Caller: me}); err != session.ErrNotFound {
+		t.Fatalf("missing session: %v", err)
+	}
+}
+
+func TestDuplicateDomainRejected(t *testing.T) {
+	native := surface.Define("other", struct{ N int }{}, map[string]surface.Command[struct{ N int }]{})
+	h := newHarness(t, nil,
+		withAgent("fake", testkit.FakeAgent(t, "-dup", "-surfaces", "demo,other")),
+		withDomains(surfaced.DomainBinding{Domain: native}))
+	id := h.create("")
+	c, _ := h.subscribe(id, "")
+	h.waitReady(c)
+	var diags []string
+	for _, f := range c.All() {
+		if f.Kind == "diagnostic" && f.Data["code"] == "duplicate_domain" {
+			diags = append(diags, f.Data["message"].(string))
+		}
+	}
+	if len(diags) != 2 {
+		t.Fatalf("want 2 duplicate diagnostics (native other, demo twice), got %q", diags)
+	}
+	sum := h.req(id, &pb.GetSummary{Caller: me}).(*pb.SessionSummary)
+	hosted := map[string]string{}
+	for _, s := range sum.GetSurfaces() {
+		hosted[s.GetDomain()] = s.GetHosted()
+	}
+	if hosted["other"] != "native" || hosted["demo"] != "agent" || len(hosted) != 2 {
+		t.Fatalf("first registrations must be kept: %v", hosted)
+	}
+}
+
+func TestNativeDomain(t *testing.T) {
+	type counter struct {
+		N   int      `json:"n"`
+		Log []string `json:"log"`
+	}
+	def := surface.Define("counter", counter{Log: []string{}}, map[string]surface.Command[counter]{
+		"add": surface.Typed(func(ctx *surface.Ctx[counter], a struct {
+			By int `json:"by"`
+		}) (any, error) {
+			ctx.SetState(func(c counter) counter { c.N += a.By; return c })
+			return map[string]int{"n": ctx.Get().N}, nil
+		}),
+		"boom": func(ctx *surface.Ctx[counter], _ json.RawMessage) (any, error) {
+			ctx.SetState(func(c counter) counter { c.N = -1; return c })
+			panic("boom")
+		},
+		"refuse": func(ctx *surface.Ctx[counter], _ json.RawMessage) (any, error) {
+			return nil, surface.Errorf("refused", "not today")
+		},
+		"plain": func(ctx *surface.Ctx[counter], _ json.RawMessage) (any, error) {
+			return nil, fmt.Errorf("disk on fire")
+		},
+	})
+	h := newHarness(t, nil, withDomains(surfaced.DomainBinding{Domain: def}))
+	id := h.create("")
+	c, _ := h.subscribe(id, "")
+	c.Wait(t, 5*time.Second, "initial", testkit.State("surface:counter", 1))
+	if r := h.cmd(id, "counter", "add", map[string]int{"by": 5}); !r.GetOk() || string(r.GetData()) != `{"n":5}` {
+		t.Fatalf("add: %v", r)
+	}
+	c.Wait(t, 5*time.Second, "rev 2", testkit.State("surface:counter", 2))
+	for _, tc := range []struct {
+		action string
+		args   any
+		code   string
+	}{
+		{"boom", nil, "dispatch_failed"},
+		{"refuse", nil, "refused"},
+		{"plain", nil, "dispatch_failed"},
+		{"add", map[string]string{"by": "x"}, "invalid_args"},
+		{"add", map[string]int{"by": 1, "extra": 2}, "invalid_args"},
+		{"missing", nil, "unknown_action"},
+	} {
+		r := h.cmd(id, "counter", tc.action, tc.args)
+		if r.GetOk() || r.GetError().GetCode() != tc.code {
+			t.Errorf("%s %v: want %s, got %v", tc.action, tc.args, tc.code, r)
+		}
+	}
+	// The panic changed nothing: the next add continues from 5.
+	if r := h.cmd(id, "counter", "add", map[string]int{"by": 1}); string(r.GetData()) != `{"n":6}` || r.GetRev() != 3 {
+		t.Fatalf("after panic: %v", r)
+	}
+}
+
+// The two-client theorem: UI commands and agent tool commands on one domain,
+// interleaved from many goroutines, give a gap-free rev sequence and the
+// right final count.
+func TestTwoClientTheorem(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.create("")
+	c, _ := h.subscribe(id, "")
+	h.waitReady(c)
+	const uiClients, perClient, toolCalls = 8, 25, 50
+	var wg sync.WaitGroup
+	for i := 0; i < uiClients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < perClient; j++ {
+				if r := h.cmd(id, "demo", "increment", nil); !r.GetOk() {
+					t.Errorf("ui increment: %v", r)
+					return
+				}
+			}
+		}()
+	}
+	if r := h.prompt(id, fmt.Sprintf("tools %d", toolCalls)); !r.GetAccepted() {
+		t.Fatalf("prompt: %v", r)
+	}
+	wg.Wait()
+	c.Wait(t, 20*time.Second, "turn end", testkit.Chat("finish"))
+	total := uiClients*perClient + toolCalls
+	last := c.Wait(t, 10*time.Second, "final rev", testkit.State("surface:demo", float64(total+1)))
+	if count(t, last) != total {
+		t.Fatalf("final count %d, want %d", count(t, last), total)
+	}
+	var revs []int
+	for _, f := range c.All() {
+		if f.Kind == "state" && f.Data["key"] == "surface:demo" {
+			revs = append(revs, int(f.Data["rev"].(float64)))
+		}
+	}
+	for i, r := range revs {
+		if r != i+1 {
+			t.Fatalf("revs not gap-free at %d: %v", i, revs)
+		}
+	}
+}
+
+func TestInboxJoinsQueuedPrompts(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.create("")
+	c, _ := h.subscribe(id, "")
+	h.waitReady(c)
+	if r := h.prompt(id, "slow one"); r.GetQueued() {
+		t.Fatalf("first prompt should run at once: %v", r)
+	}
+	c.Wait(t, 5*time.Second, "first turn start", testkit.Chat("start"))
+	a, b := h.prompt(id, "second"), h.prompt(id, "third")
+	if !a.GetQueued() || !b.GetQueued() || b.GetPromptId() != a.GetPromptId()+1 {
+		t.Fatalf("queued: %v %v", a, b)
+	}
+	c.Wait(t, 10*time.Second, "first finish", testkit.Chat("finish"))
+	start := c.Wait(t, 10*time.Second, "second turn", testkit.Chat("start"))
+	ids := start.Data["messageMetadata"].(map[string]any)["promptIds"].([]any)
+	if len(ids) != 2 {
+		t.Fatalf("second turn answers both queued prompts: %v", ids)
+	}
+	var text strings.Builder
+	for {
+		f := c.Wait(t, 10*time.Second, "reply", func(f testkit.Frame) bool { return f.Kind == "chat" })
+		if f.Data["type"] == "text-delta" {
+			text.WriteString(f.Data["delta"].(string))
+		}
+		if f.Data["type"] == "finish" {
+			break
+		}
+	}
+	if text.String() != "echo: second\n\nthird" {
+		t.Fatalf("joined prompt: %q", text.String())
+	}
+}
+
+func TestKVRules(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.create("")
+	c, _ := h.subscribe(id, "")
+	h.waitReady(c)
+	set := func(key, val string, del bool) *pb.SetStateResult {
+		return h.req(id, &pb.SetState{Caller: me, Key: key, Value: []byte(val), Delete: del}).(*pb.SetStateResult)
+	}
+	if r := set("surface:demo", `{"count":99}`, false); r.GetError().GetCode() != "surface_read_only" {
+		t.Fatalf("surface write: %v", r)
+	}
+	for _, k := range []string{"nodots", "Canvas.model", "canvas.", ".x", "a..b", "canvas.Model"} {
+		if r := set(k, `1`, false); r.GetError().GetCode() != "invalid_key" {
+			t.Errorf("key %q: %v", k, r)
+		}
+	}
+	if r := set("canvas.model", `not json`, false); r.GetError().GetCode() != "invalid_value" {
+		t.Fatalf("bad value: %v", r)
+	}
+	if r := set("canvas.model", `"a"`, false); !r.GetOk() || r.GetRev() != 1 {
+		t.Fatalf("set: %v", r)
+	}
+	if r := set("canvas.model", `"b"`, false); r.GetRev() != 2 {
+		t.Fatalf("set again: %v", r)
+	}
+	if r := set("canvas.model", ``, true); r.GetRev() != 3 {
+		t.Fatalf("delete: %v", r)
+	}
+	f := c.Wait(t, 5*time.Second, "tombstone", testkit.State("canvas.model", 3))
+	if f.Data["deleted"] != true || f.Data["value"] != nil {
+		t.Fatalf("tombstone frame: %s", f.Raw)
+	}
+	// The agent may write generic keys, never surface:*.
+	h.prompt(id, `state surface:demo {"count":7}`)
+	c.Wait(t, 5*time.Second, "refusal", func(f testkit.Frame) bool { return f.Kind == "diagnostic" && f.Data["code"] == "state_refused" })
+	h.prompt(id, `state notes.todo "x"`)
+	c.Wait(t, 5*time.Second, "agent write", testkit.State("notes.todo", 1))
+	entries := h.req(id, &pb.GetState{Caller: me}).(*pb.StateEntries)
+	for _, e := range entries.GetEntries() {
+		if e.GetKey() == "surface:demo" && e.GetRev() != 1 {
+			t.Fatalf("surface:demo changed through the KV: %v", e)
+		}
+	}
+}
+
+func TestReadinessFailures(t *testing.T) {
+	t.Run("timeout", func(t *testing.T) {
+		h := newHarness(t, nil, withAgent("fake", testkit.FakeAgent(t, "-mode", "silent")),
+			withLimits(surfaced.Limits{ReadyTimeout: 300 * time.Millisecond}))
+		id := h.create("")
+		c, _ := h.subscribe(id, "")
+		f := c.Wait(t, 5*time.Second, "error", testkit.Status("error"))
+		if f.Data["code"] != "ready_timeout" {
+			t.Fatalf("%s", f.Raw)
+		}
+		if r := h.prompt(id, "hi"); r.GetError().GetCode() != "agent_unavailable" {
+			t.Fatalf("prompt on a failed session: %v", r)
+		}
+	})
+	t.Run("exit before ready", func(t *testing.T) {
+		h := newHarness(t, nil, withAgent("fake", testkit.FakeAgent(t, "-mode", "exit-early")))
+		id := h.create("")
+		c, _ := h.subscribe(id, "")
+		f := c.Wait(t, 5*time.Second, "error", testkit.Status("error"))
+		if f.Data["code"] != "exit_before_ready" || !strings.Contains(f.Data["detail"].(string), "exiting early on purpose") {
+			t.Fatalf("%s", f.Raw)
+		}
+	})
+	t.Run("spawn failure", func(t *testing.T) {
+		h := newHarness(t, nil, withAgent("fake", []string{"/nonexistent/agent"}))
+		id := h.create("")
+		c, _ := h.subscribe(id, "")
+		f := c.Wait(t, 5*time.Second, "error", testkit.Status("error"))
+		if f.Data["code"] != "spawn_failed" {
+			t.Fatalf("%s", f.Raw)
+		}
+	})
+	t.Run("plain pi agent", func(t *testing.T) {
+		h := newHarness(t, nil, withAgent("fake", testkit.FakeAgent(t, "-mode", "plain")))
+		id := h.create("")
+		c, _ := h.subscribe(id, "")
+		h.waitReady(c)
+		if sum := h.req(id, &pb.GetSummary{Caller: me}).(*pb.SessionSummary); len(sum.GetSurfaces()) != 0 {
+			t.Fatalf("a plain agent has no surfaces: %v", sum.GetSurfaces())
+		}
+		h.prompt(id, "hello")
+		c.Wait(t, 5*time.Second, "finish", testkit.Chat("finish"))
+	})
+}
+
+func TestSettleWindowTimeout(t *testing.T) {
+	h := newHarness(t, nil, withLimits(surfaced.Limits{SettleWindow: 200 * time.Millisecond}))
+	id := h.create("")
+	c, _ := h.subscribe(id, "")
+	h.waitReady(c)
+	r := h.cmd(id, "demo", "sleep", map[string]int{"ms": 600})
+	if r.GetOk() || r.GetError().GetCode() != "timeout" {
+		t.Fatalf("want timeout: %v", r)
+	}
+	// The domain goes on; the late answer is ignored.
+	if r := h.cmd(id, "demo", "increment", nil); !r.GetOk() || string(r.GetData()) != `{"count":1}` {
+		t.Fatalf("after timeout: %v", r)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if r := h.cmd(id, "demo", "increment", nil); string(r.GetData()) != `{"count":2}` || r.GetRev() != 3 {
+		t.Fatalf("late answer must not commit: %v", r)
+	}
+}
+
+func TestAgentCrashRestartKeepsRevs(t *testing.T) {
+	h := newHarness(t, nil, withLimits(surfaced.Limits{RestartBackoff: 50 * time.Millisecond}))
+	id := h.create("")
+	c, _ := h.subscribe(id, "")
+	h.waitReady(c)
+	for i := 0; i < 3; i++ {
+		h.cmd(id, "demo", "increment", nil)
+	}
+	// Killed mid-command: the command answers agent_unavailable.
+	if r := h.cmd(id, "demo", "crash", nil); r.GetError().GetCode() != "agent_unavailable" {
+		t.Fatalf("crash command: %v", r)
+	}
+	f := c.Wait(t, 5*time.Second, "crash status", testkit.Status("error"))
+	if f.Data["code"] != "agent_crashed" {
+		t.Fatalf("%s", f.Raw)
+	}
+	h.waitReady(c)
+	r := h.cmd(id, "demo", "increment", nil)
+	if string(r.GetData()) != `{"count":4}` || r.GetRev() != 5 {
+		t.Fatalf("after restart: %v", r)
+	}
+	// A crash during a turn ends the turn with an error and the session goes on.
+	h.prompt(id, "crash now")
+	c.Wait(t, 5*time.Second, "turn error", testkit.Chat("error"))
+	c.Wait(t, 5*time.Second, "finish", testkit.Chat("finish"))
+	h.waitReady(c)
+	h.prompt(id, "still there?")
+	c.Wait(t, 5*time.Second, "finish", testkit.Chat("finish"))
+}
+
+func TestRestartPolicyExhausted(t *testing.T) {
+	h := newHarness(t, nil, withLimits(surfaced.Limits{RestartBackoff: 10 * time.Millisecond, RestartMax: 2}))
+	id := h.create("")
+	c, _ := h.subscribe(id, "")
+	for i := 0; i < 3; i++ {
+		h.waitReady(c)
+		h.cmd(id, "demo", "crash", nil)
+	}
+	f := c.Wait(t, 5*time.Second, "ended", testkit.Status("ended"))
+	if f.Data["code"] != "restart_exhausted" {
+		t.Fatalf("%s", f.Raw)
+	}
+	end := c.Wait(t, 5*time.Second, "end", func(f testkit.Frame) bool { return f.Kind == "end" })
+	if end.Data["reason"] != "crashed" {
+		t.Fatalf("%s", end.Raw)
+	}
+}
+
+func TestResumeAndResync(t *testing.T) {
+	h := newHarness(t, nil, withLimits(surfaced.Limits{ReplayFrames: 16}))
+	id := h.create("")
+	c, sub := h.subscribe(id, "")
+	h.waitReady(c)
+	if sub.GetMode() != "fresh" {
+		t.Fatal(sub)
+	}
+	h.cmd(id, "demo", "increment", nil)
+	f := c.Wait(t, 5*time.Second, "rev 2", testkit.State("surface:demo", 2))
+	h.cmd(id, "demo", "increment", nil)
+	h.cmd(id, "demo", "increment", nil)
+	c.Wait(t, 5*time.Second, "rev 4", testkit.State("surface:demo", 4))
+
+	// Resume right after rev 2: exactly the frames after it.
+	c2, sub2 := h.subscribe(id, f.ID)
+	if sub2.GetMode() != "resumed" || sub2.GetReplayed() != 2 {
+		t.Fatalf("resume: %v", sub2)
+	}
+	g := c2.Wait(t, 2*time.Second, "rev 3", testkit.State("surface:demo", 3))
+	if g.Seq != f.Seq+1 {
+		t.Fatalf("resumed frame seq %d, want %d", g.Seq, f.Seq+1)
+	}
+	// Out of the window: resync and sticky state.
+	for i := 0; i < 20; i++ {
+		h.cmd(id, "demo", "increment", nil)
+	}
+	c3, sub3 := h.subscribe(id, f.ID)
+	if sub3.GetMode() != "resync" {
+		t.Fatalf("want resync: %v", sub3)
+	}
+	c3.Wait(t, 2*time.Second, "resync frame", func(f testkit.Frame) bool { return f.Kind == "resync" })
+	c3.Wait(t, 2*time.Second, "sticky", testkit.State("surface:demo", 24))
+	// Another epoch: resync.
+	if _, s := h.subscribe(id, "zzz-3"); s.GetMode() != "resync" {
+		t.Fatalf("foreign epoch: %v", s)
+	}
+}

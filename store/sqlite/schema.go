@@ -1,0 +1,102 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// migration brings the schema from version-1 to version. Migrations only go
+// forward; each runs in one transaction with the row that records it.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations is the schema history, oldest first. Append; never edit a
+// migration that has shipped.
+var migrations = []migration{
+	{version: 1, name: "sessions, transcript, kv", sql: `
+PRAGMA application_id = 1936877156; -- 0x73726664, "srfd"
+
+CREATE TABLE schema_migrations (
+	version INTEGER PRIMARY KEY,
+	name    TEXT NOT NULL,
+	applied INTEGER NOT NULL -- unix ms
+) STRICT;
+
+-- Times are unix milliseconds, UTC.
+CREATE TABLE sessions (
+	id      TEXT PRIMARY KEY,
+	owner   TEXT NOT NULL,
+	agent   TEXT NOT NULL,
+	title   TEXT NOT NULL,
+	cwd     TEXT NOT NULL,
+	status  TEXT NOT NULL,
+	created INTEGER NOT NULL,
+	updated INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+
+-- ListSessions: one owner, newest updated first, id breaking ties; the
+-- keyset cursor (updated, id) seeks into this index.
+CREATE INDEX sessions_by_owner_updated ON sessions (owner, updated DESC, id DESC);
+
+CREATE TABLE transcript (
+	session_id   TEXT NOT NULL REFERENCES sessions (id),
+	seq          INTEGER NOT NULL, -- 1, 2, ... per session
+	role         TEXT NOT NULL,
+	text         TEXT NOT NULL,
+	tool_call_id TEXT NOT NULL,
+	tool_name    TEXT NOT NULL,
+	tool_args    BLOB,             -- JSON or NULL
+	tool_result  BLOB,             -- JSON or NULL
+	is_error     INTEGER NOT NULL,
+	via          TEXT NOT NULL,
+	at           INTEGER NOT NULL,
+	PRIMARY KEY (session_id, seq)
+) STRICT;
+
+CREATE TABLE kv (
+	session_id TEXT NOT NULL REFERENCES sessions (id),
+	key        TEXT NOT NULL,
+	value      BLOB,              -- JSON; NULL for a tombstone
+	rev        INTEGER NOT NULL,
+	deleted    INTEGER NOT NULL,
+	PRIMARY KEY (session_id, key)
+) STRICT;
+`},
+}
+
+// migrate brings the schema from version current to the last in ms.
+func (s *Store) migrate(ctx context.Context, current int, ms []migration) error {
+	for _, m := range ms {
+		if m.version <= current {
+			continue
+		}
+		if err := s.apply(ctx, m); err != nil {
+			return err
+		}
+		s.log.Info("sqlite schema migrated", "version", m.version, "name", m.name)
+	}
+	return nil
+}
+
+func (s *Store) apply(ctx context.Context, m migration) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: open %s: migration %d: %w", s.path, m.version, err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return fmt.Errorf("sqlite: open %s: migration %d (%s): %w", s.path, m.version, m.name, err)
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, name, applied) VALUES (?, ?, ?)",
+		m.version, m.name, time.Now().UnixMilli()); err != nil {
+		return fmt.Errorf("sqlite: open %s: migration %d (%s): %w", s.path, m.version, m.name, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: open %s: migration %d (%s): commit: %w", s.path, m.version, m.name, err)
+	}
+	return nil
+}

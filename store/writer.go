@@ -1,0 +1,233 @@
+package store
+
+import (
+	"context"
+	"hash/fnv"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Op is one write for Writer. Exactly the non-empty parts are written, in the
+// order KV, Transcript, Update. Done, when set, is called once with the
+// outcome from a writer goroutine (it must not block: actors turn it into a
+// message to themselves).
+type Op struct {
+	SessionID  string
+	KV         []KV
+	Transcript []Entry
+	Update     *SessionUpdate
+	Done       func(error)
+}
+
+// Writer persists ops off the actors' goroutines so that a slow store never
+// blocks a mailbox. Ops of one session are written in submission order (a
+// session always maps to the same worker); consecutive KV-only ops of one
+// session are coalesced into one PutKV call (group commit). The zero value is
+// not usable; use NewWriter.
+type Writer struct {
+	store   Store
+	log     *slog.Logger
+	workers []*writerWorker
+	wg      sync.WaitGroup
+	timeout time.Duration
+}
+
+type writerWorker struct {
+	mu      sync.Mutex
+	queue   []Op
+	wake    chan struct{}
+	closed  bool
+	idle    *sync.Cond
+	running bool
+}
+
+// NewWriter starts workers goroutines (0 means 4) writing to s.
+func NewWriter(s Store, workers int, log *slog.Logger) *Writer {
+	if workers <= 0 {
+		workers = 4
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	w := &Writer{store: s, log: log, timeout: 30 * time.Second}
+	for i := 0; i < workers; i++ {
+		ww := &writerWorker{wake: make(chan struct{}, 1)}
+		ww.idle = sync.NewCond(&ww.mu)
+		w.workers = append(w.workers, ww)
+		w.wg.Add(1)
+		go w.run(ww)
+	}
+	return w
+}
+
+// Store returns the store the writer writes to.
+func (w *Writer) Store() Store { return w.store }
+
+func (w *Writer) worker(sessionID string) *writerWorker {
+	h := fnv.New32a()
+	h.Write([]byte(sessionID))
+	return w.workers[int(h.Sum32())%len(w.workers)]
+}
+
+// Submit queues op. It never blocks. After Close, op.Done gets ErrClosed.
+func (w *Writer) Submit(op Op) {
+	ww := w.worker(op.SessionID)
+	ww.mu.Lock()
+	if ww.closed {
+		ww.mu.Unlock()
+		if op.Done != nil {
+			op.Done(ErrClosed)
+		}
+		return
+	}
+	ww.queue = append(ww.queue, op)
+	ww.mu.Unlock()
+	select {
+	case ww.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Flush waits until every op submitted before the call is written.
+func (w *Writer) Flush(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		for _, ww := range w.workers {
+			ww.mu.Lock()
+			for len(ww.queue) > 0 || ww.running {
+				ww.idle.Wait()
+			}
+			ww.mu.Unlock()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close writes what is queued and stops the workers.
+func (w *Writer) Close() {
+	for _, ww := range w.workers {
+		ww.mu.Lock()
+		ww.closed = true
+		ww.mu.Unlock()
+		select {
+		case ww.wake <- struct{}{}:
+		default:
+		}
+	}
+	w.wg.Wait()
+}
+
+func (w *Writer) run(ww *writerWorker) {
+	defer w.wg.Done()
+	for {
+		ww.mu.Lock()
+		batch := ww.queue
+		ww.queue = nil
+		closed := ww.closed
+		ww.running = len(batch) > 0
+		ww.mu.Unlock()
+		if len(batch) == 0 {
+			ww.mu.Lock()
+			ww.idle.Broadcast()
+			ww.mu.Unlock()
+			if closed {
+				return
+			}
+			<-ww.wake
+			continue
+		}
+		w.write(batch)
+		ww.mu.Lock()
+		ww.running = false
+		ww.idle.Broadcast()
+		ww.mu.Unlock()
+	}
+}
+
+func (w *Writer) write(batch []Op) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
+	defer cancel()
+	for i := 0; i < len(batch); {
+		op := batch[i]
+		if len(op.KV) > 0 && len(op.Transcript) == 0 && op.Update == nil {
+			// Coalesce a run of KV-only ops of this session into one call.
+			j := i + 1
+			kv := op.KV
+			for j < len(batch) && batch[j].SessionID == op.SessionID && len(batch[j].KV) > 0 &&
+				len(batch[j].Transcript) == 0 && batch[j].Update == nil {
+				if j == i+1 {
+					kv = append([]KV(nil), kv...)
+				}
+				kv = append(kv, batch[j].KV...)
+				j++
+			}
+			err := w.store.PutKV(ctx, op.SessionID, kv)
+			if err != nil {
+				w.log.Error("store write failed", "session", op.SessionID, "what", "kv", "err", err)
+			}
+			for k := i; k < j; k++ {
+				if batch[k].Done != nil {
+					batch[k].Done(err)
+				}
+			}
+			i = j
+			continue
+		}
+		err := w.writeOne(ctx, op)
+		if err != nil {
+			w.log.Error("store write failed", "session", op.SessionID, "err", err)
+		}
+		if op.Done != nil {
+			op.Done(err)
+		}
+		i++
+	}
+}
+
+func (w *Writer) writeOne(ctx context.Context, op Op) error {
+	if len(op.KV) > 0 {
+		if err := w.store.PutKV(ctx, op.SessionID, op.KV); err != nil {
+			return err
+		}
+	}
+	if len(op.Transcript) > 0 {
+		if err := w.store.AppendTranscript(ctx, op.SessionID, op.Transcript); err != nil {
+			return err
+		}
+	}
+	if op.Update != nil {
+		if err := w.store.UpdateSession(ctx, op.SessionID, *op.Update); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FlushSession waits until every op of sessionID submitted before the call
+// is written (it waits for the session's worker, which may hold other
+// sessions' ops too).
+func (w *Writer) FlushSession(ctx context.Context, sessionID string) error {
+	ww := w.worker(sessionID)
+	done := make(chan struct{})
+	go func() {
+		ww.mu.Lock()
+		for len(ww.queue) > 0 || ww.running {
+			ww.idle.Wait()
+		}
+		ww.mu.Unlock()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
