@@ -14,10 +14,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/protobuf/proto"
@@ -75,6 +75,9 @@ type Runtime struct {
 	reg     *prometheus.Registry
 	agents  map[string]AgentSpec
 	names   []string
+
+	shutdownOnce sync.Once
+	shutdownErr  error
 }
 
 // Errors of CreateSession.
@@ -205,8 +208,6 @@ func (r *Runtime) Subscribe(fn func(ev any)) (unsubscribe func()) {
 	return func() { r.sys.EventStream.Unsubscribe(sub) }
 }
 
-var _ = eventstream.NewEventStream
-
 // CreateOptions describe a new session.
 type CreateOptions struct {
 	Owner string
@@ -306,13 +307,16 @@ func (r *Runtime) Request(ctx context.Context, id string, msg proto.Message) (pr
 // Shutdown stops every session (they sleep: their agents stop, their clients
 // get end{shutdown}, they wake on the next request after a restart) and
 // writes what is queued. The store stays open; its owner closes it.
+// Shutdown is idempotent; later calls return the first one's result.
 func (r *Runtime) Shutdown(ctx context.Context) error {
-	r.dir.StopAll(ctx, "shutdown")
-	// Children stop asynchronously; give the agents' SIGTERM a moment.
-	err := r.writer.Flush(ctx)
-	r.writer.Close()
-	r.sys.Shutdown()
-	return err
+	r.shutdownOnce.Do(func() {
+		r.dir.Close()
+		r.dir.StopAll(ctx, "shutdown")
+		r.shutdownErr = r.writer.Flush(ctx)
+		r.writer.Close()
+		r.sys.Shutdown()
+	})
+	return r.shutdownErr
 }
 
 // minLevel drops records below min.

@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +22,7 @@ import (
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 	"github.com/surfaced/surfaced/store/memstore"
+	"github.com/surfaced/surfaced/store/sqlite"
 )
 
 const owner = "alice"
@@ -532,4 +537,102 @@ func TestResumeAndResync(t *testing.T) {
 	if _, s := h.subscribe(id, "zzz-3"); s.GetMode() != "resync" {
 		t.Fatalf("foreign epoch: %v", s)
 	}
+}
+
+// Revs, snapshots, transcript and the session list survive a daemon restart
+// (a new runtime on the same SQLite directory).
+func TestDaemonRestartKeepsRevs(t *testing.T) {
+	dir := t.TempDir()
+	open := func() store.Store {
+		st, err := sqlite.Open(context.Background(), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	st1 := open()
+	h1 := newHarness(t, st1)
+	id := h1.create("")
+	c, _ := h1.subscribe(id, "")
+	h1.waitReady(c)
+	for i := 0; i < 3; i++ {
+		h1.cmd(id, "demo", "increment", nil)
+	}
+	h1.req(id, &pb.SetState{Caller: me, Key: "ui.theme", Value: []byte(`"dark"`)})
+	h1.prompt(id, "remember me")
+	c.Wait(t, 5*time.Second, "finish", testkit.Chat("finish"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h1.rt.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Wait(t, 5*time.Second, "end shutdown", func(f testkit.Frame) bool { return f.Kind == "end" && f.Data["reason"] == "shutdown" })
+	st1.Close()
+
+	st2 := open()
+	t.Cleanup(func() { st2.Close() }) // after the runtime's own cleanup (LIFO)
+	rec, err := st2.GetSession(context.Background(), id)
+	if err != nil || rec.Status != "idle" {
+		t.Fatalf("stored session after shutdown: %+v %v", rec, err)
+	}
+	h2 := newHarness(t, st2)
+	c2, _ := h2.subscribe(id, "")
+	f := c2.Wait(t, 10*time.Second, "stored snapshot", testkit.State("surface:demo", 4))
+	if count(t, f) != 3 {
+		t.Fatalf("snapshot after restart: %s", f.Raw)
+	}
+	h2.waitReady(c2)
+	if r := h2.cmd(id, "demo", "increment", nil); r.GetRev() != 5 || string(r.GetData()) != `{"count":4}` {
+		t.Fatalf("after restart: %v", r)
+	}
+	if r := h2.req(id, &pb.SetState{Caller: me, Key: "ui.theme", Value: []byte(`"light"`)}).(*pb.SetStateResult); r.GetRev() != 2 {
+		t.Fatalf("pref rev after restart: %v", r)
+	}
+	tr := h2.req(id, &pb.GetMessages{Caller: me}).(*pb.Transcript)
+	if len(tr.GetEntries()) != 2 || tr.GetEntries()[0].GetText() != "remember me" {
+		t.Fatalf("transcript after restart: %v", tr.GetEntries())
+	}
+}
+
+// A plain pi agent never receives surface lines, and its id-less refusals
+// never reach clients.
+func TestPlainAgentGetsNoSurfaceLines(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "stdin.log")
+	script := filepath.Join(t.TempDir(), "agent.sh")
+	// A plain agent that records its stdin and answers get_commands and
+	// prompts like pi, plus an id-less "Unknown command" refusal.
+	os.WriteFile(script, []byte(`#!/bin/sh
+while IFS= read -r line; do
+  printf '%s\n' "$line" >> `+log+`
+  id=$(printf '%s' "$line" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
+  case "$line" in
+    *'"type":"get_commands"'*) printf '{"type":"response","id":"%s","command":"get_commands","success":true,"data":{"commands":[]}}\n' "$id";;
+    *'"type":"prompt"'*) printf '{"type":"response","id":"%s","command":"prompt","success":true}\n' "$id"
+       printf '{"type":"response","command":"bogus","success":false,"error":"Unknown command: bogus"}\n'
+       printf '{"type":"agent_start"}\n{"type":"message_update","assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"hi"}}\n'
+       printf '{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":"hi"}],"stopReason":"stop"}}\n{"type":"agent_end","messages":[]}\n';;
+  esac
+done
+`), 0o755)
+	h := newHarness(t, nil, withAgent("pi", []string{"/bin/sh", script}))
+	id := h.create("")
+	c, _ := h.subscribe(id, "")
+	h.waitReady(c)
+	h.cmd(id, "demo", "increment", nil)
+	h.req(id, &pb.SetState{Caller: me, Key: "ui.theme", Value: []byte(`"dark"`)})
+	h.prompt(id, "hello")
+	c.Wait(t, 5*time.Second, "finish", testkit.Chat("finish"))
+	b, _ := os.ReadFile(log)
+	if strings.Contains(string(b), "surface_") || strings.Contains(string(b), "state_changed") {
+		t.Fatalf("a plain agent got surfaced/1 lines:\n%s", b)
+	}
+	for _, f := range c.All() {
+		if strings.Contains(string(f.Raw), "Unknown command") {
+			t.Fatalf("pi's refusal reached a client: %s", f.Raw)
+		}
+	}
+}
+
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }

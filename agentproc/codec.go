@@ -18,9 +18,10 @@ import (
 // '\n' and the '\r' before it.
 const DefaultMaxLine = 16 << 20
 
-// readChunk is the size of the Reader's buffer before a long record makes it grow, and so the most
-// it reads at once in the usual case.
-const readChunk = 64 << 10
+// readChunk is the size of the Reader's buffer before a long record makes it grow. It is small
+// because every idle session holds one; a busy agent's buffer grows (doubling) to fit its records
+// and shrinks back when it drains (see fill).
+const readChunk = 4 << 10
 
 // maxEmptyReads is how many (0, nil) reads in a row count as a broken io.Reader, as in bufio.
 const maxEmptyReads = 100
@@ -46,7 +47,12 @@ type Reader struct {
 	scanned int   // bytes of buf[r:w] already searched for '\n' (no match)
 	err     error // sticky: io.EOF or a wrapped read error, returned once buf is drained
 	empty   int   // (0, nil) reads in a row
+	busy    bool  // the last read filled all the room there was: more is waiting
 }
+
+// busyChunk is the size a Reader grows to while reads keep filling it (a busy agent), so that one
+// read syscall carries many records.
+const busyChunk = 64 << 10
 
 // NewReader returns a Reader of rd that keeps records up to maxLine bytes; maxLine <= 0 means
 // DefaultMaxLine.
@@ -137,6 +143,19 @@ func isBlank(b []byte) bool {
 
 // fill reads once into the free end of the buffer, making room first by compacting or growing.
 func (r *Reader) fill() {
+	if r.r == r.w && len(r.buf) > max(16*r.initial, busyChunk) {
+		// Drained after a burst of long records: give the big buffer back.
+		r.buf, r.r, r.w = nil, 0, 0
+	}
+	if r.buf == nil {
+		r.buf = make([]byte, r.initial)
+	}
+	if r.busy && len(r.buf) < busyChunk && len(r.buf) < r.limit {
+		nb := make([]byte, min(2*len(r.buf), busyChunk, r.limit))
+		r.w = copy(nb, r.buf[r.r:r.w])
+		r.r = 0
+		r.buf = nb
+	}
 	if r.r > 0 {
 		// Slide the unfinished record to the front, as bufio does: it is copied at most once per
 		// record, since r stays 0 while the record grows.
@@ -151,6 +170,7 @@ func (r *Reader) fill() {
 		r.buf = nb
 	}
 	n, err := r.rd.Read(r.buf[r.w:])
+	r.busy = n > 0 && n == len(r.buf)-r.w
 	if n < 0 || n > len(r.buf)-r.w {
 		r.err = fmt.Errorf("agentproc: read: invalid count %d from io.Reader", n)
 		return

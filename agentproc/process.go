@@ -1,7 +1,6 @@
 package agentproc
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -40,8 +39,9 @@ const (
 	stderrTailBytes = 4 << 10
 	// stderrLineMax splits an endless stderr line for Spec.Stderr.
 	stderrLineMax = 64 << 10
-	// writeBufSize is the bufio.Writer size in front of stdin.
-	writeBufSize = 64 << 10
+	// smallChunk is the first chunk of an idle queue: most sessions write a few short records
+	// now and then, and each holds its queue's memory.
+	smallChunk = 4 << 10
 	// writeChunk is the unit of the stdin queue: records are appended to 64 KiB chunks, which the
 	// writer takes one at a time and recycles, so a burst neither grows one huge buffer nor
 	// allocates per record.
@@ -123,7 +123,7 @@ type Process struct {
 	wfree   [][]byte // empty chunks of cap writeChunk, for reuse
 	wclosed bool     // the process exited or Close was called
 	werr    error    // a write failure (broken pipe); sticky
-	wwake   chan struct{}
+	writing bool     // a writeLoop goroutine is running
 	wstop   chan struct{}
 	stopped sync.Once
 
@@ -216,7 +216,6 @@ func Start(spec Spec, h Handler) (*Process, error) {
 		stdout:    &childPipe{f: stdoutR},
 		stderr:    &childPipe{f: stderrR},
 		done:      make(chan struct{}),
-		wwake:     make(chan struct{}, 1),
 		wstop:     make(chan struct{}),
 	}
 	if p.killAfter <= 0 {
@@ -230,7 +229,6 @@ func Start(spec Spec, h Handler) (*Process, error) {
 
 	readerDone := make(chan struct{})
 	stderrDone := make(chan struct{})
-	go p.writeLoop()
 	go p.readStdout(readerDone)
 	go p.readStderr(stderrDone)
 	go p.watch(readerDone, stderrDone)
@@ -249,7 +247,7 @@ func (p *Process) Stderr() []byte { return p.ring.Bytes() }
 
 // Write queues one record for the agent's stdin and returns without waiting for the agent. line is
 // one record without its '\n' (a single trailing '\n' is accepted, so AppendRecord's output can be
-// passed as is); the writer goroutine adds it, writes through a bufio.Writer and flushes when the
+// passed as is); the writer goroutine adds it, writes the queue in chunks when the
 // queue drains. line is copied. Errors: ErrNewlineInRecord for a '\n' inside line; ErrClosed after
 // exit or Close; the write error (wrapping syscall.EPIPE when the agent closed its stdin) once a
 // write has failed; ErrWriteQueueFull when WriteQueueLimit bytes are waiting.
@@ -279,59 +277,59 @@ func (p *Process) Write(line []byte) error {
 		p.wq[k-1] = append(append(p.wq[k-1], line...), '\n')
 	} else {
 		var c []byte
-		if k := len(p.wfree); k > 0 && n <= writeChunk {
+		switch {
+		case len(p.wfree) > 0 && n <= writeChunk:
+			k := len(p.wfree)
 			c, p.wfree = p.wfree[k-1], p.wfree[:k-1]
-		} else {
+		case len(p.wq) == 0:
+			// An idle queue: a small chunk, dropped once written.
+			c = make([]byte, 0, max(n, smallChunk))
+		default:
+			// A burst: full-size chunks, recycled while it lasts.
 			c = make([]byte, 0, max(n, writeChunk))
 		}
 		p.wq = append(p.wq, append(append(c, line...), '\n'))
 	}
 	p.wqBytes += n
+	start := !p.writing
+	p.writing = true
 	p.wmu.Unlock()
-	select {
-	case p.wwake <- struct{}{}:
-	default: // the writer is already due to look at the queue
+	if start {
+		// The writer runs only while there is something to write: an idle
+		// session holds no writer goroutine.
+		go p.writeLoop()
 	}
 	return nil
 }
 
-// writeLoop is the only writer of stdin. It writes the queue a chunk at a time through a
-// bufio.Writer (which coalesces the small chunks of records that arrive one by one) and flushes
-// once the queue is empty.
+// writeLoop is the only writer of stdin while it runs (Write starts it when the queue was idle; it
+// ends when the queue is empty again). It writes the queue a chunk at a time: each chunk holds every
+// record that arrived while the previous one was written, so a burst costs one write per 64 KiB.
 func (p *Process) writeLoop() {
-	bw := bufio.NewWriterSize(p.stdin, writeBufSize)
 	var written []byte // the chunk just written, to recycle
 	for {
-		select {
-		case <-p.wstop:
-			return
-		case <-p.wwake:
+		p.wmu.Lock()
+		if written != nil && cap(written) == writeChunk && len(p.wfree) < maxFreeChunks {
+			p.wfree = append(p.wfree, written[:0])
 		}
-		for {
-			p.wmu.Lock()
-			if written != nil && cap(written) == writeChunk && len(p.wfree) < maxFreeChunks {
-				p.wfree = append(p.wfree, written[:0])
-			}
-			written = nil
-			if len(p.wq) == 0 {
-				p.wmu.Unlock()
-				break
-			}
-			chunk := p.wq[0]
-			p.wq[0] = nil
-			p.wq = p.wq[1:]
-			p.wqBytes -= len(chunk)
+		written = nil
+		if len(p.wq) == 0 || p.wclosed || p.werr != nil {
+			// Idle again: an idle session keeps no write buffers.
+			p.writing = false
+			p.wfree = nil
 			p.wmu.Unlock()
-			if _, err := bw.Write(chunk); err != nil {
-				p.writeFailed(err)
-				return
-			}
-			written = chunk
-		}
-		if err := bw.Flush(); err != nil {
-			p.writeFailed(err)
 			return
 		}
+		chunk := p.wq[0]
+		p.wq[0] = nil
+		p.wq = p.wq[1:]
+		p.wqBytes -= len(chunk)
+		p.wmu.Unlock()
+		if _, err := p.stdin.Write(chunk); err != nil {
+			p.writeFailed(err) // the next round sees werr (or wclosed) and stops
+			continue
+		}
+		written = chunk
 	}
 }
 
@@ -413,7 +411,7 @@ func excerpt(line []byte) string {
 // readStderr copies stderr into the ring and, line by line, to Spec.Stderr. It never parses it.
 func (p *Process) readStderr(done chan<- struct{}) {
 	defer close(done)
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, 4<<10)
 	var partial []byte
 	for {
 		n, err := p.stderr.Read(buf)

@@ -7,13 +7,14 @@ import "sync"
 // reads.
 type ring struct {
 	mu   sync.Mutex
-	buf  []byte
-	pos  int  // where the next byte goes
-	full bool // buf has wrapped at least once, so buf[pos:] holds the oldest bytes
+	size int    // the most bytes kept
+	buf  []byte // grows up to size before it wraps: a quiet agent costs little
+	pos  int    // where the next byte goes
+	full bool   // buf has wrapped at least once, so buf[pos:] holds the oldest bytes
 }
 
 func newRing(size int) *ring {
-	return &ring{buf: make([]byte, size)}
+	return &ring{size: size}
 }
 
 // Write appends p, overwriting the oldest bytes. It never fails.
@@ -21,8 +22,22 @@ func (r *ring) Write(p []byte) (int, error) {
 	n := len(p)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.buf) == 0 {
+	if r.size == 0 {
 		return n, nil
+	}
+	if !r.full && len(r.buf) < r.size {
+		if room := r.size - len(r.buf); len(p) <= room {
+			r.buf = append(r.buf, p...)
+			r.pos = len(r.buf)
+			if r.pos == r.size {
+				r.pos, r.full = 0, true
+			}
+			return n, nil
+		}
+		// Grow to the full size, then wrap as usual.
+		nb := make([]byte, r.size)
+		copy(nb, r.buf)
+		r.buf = nb
 	}
 	if len(p) >= len(r.buf) {
 		copy(r.buf, p[len(p)-len(r.buf):])

@@ -352,3 +352,62 @@ func TestHostAndOriginGates(t *testing.T) {
 		t.Errorf("healthz: %d", st)
 	}
 }
+
+// Agent dialogs reach the browser as ui-request frames, stay sticky until
+// answered, and the answer reaches the agent.
+func TestAgentDialogs(t *testing.T) {
+	d := start(t)
+	id := d.create(nil)
+	s := d.sse(id, "")
+	s.Wait(t, 10*time.Second, "ready", testkit.IsStatus("ready"))
+	d.do("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "ask me"})
+	req := s.Wait(t, 5*time.Second, "dialog", testkit.IsKind("ui-request"))
+	if req.Data["method"] != "confirm" || req.Data["title"] != "Proceed?" {
+		t.Fatalf("%s", req.Raw)
+	}
+	uiID := req.Data["id"].(string)
+	// A client arriving now sees the open dialog in its sticky state.
+	late := d.sse(id, "")
+	late.Wait(t, 5*time.Second, "sticky dialog", func(e testkit.Event) bool { return e.Kind == "ui-request" && e.Data["id"] == uiID })
+	late.Close()
+
+	if st, out := d.do("POST", "/api/sessions/"+id+"/ui-response", map[string]any{"id": uiID, "confirmed": true}); st != 200 {
+		t.Fatalf("ui-response: %d %v", st, out)
+	}
+	s.Wait(t, 5*time.Second, "resolved", func(e testkit.Event) bool { return e.Kind == "ui-request" && e.Data["resolved"] == true })
+	var text strings.Builder
+	for {
+		ev := s.Wait(t, 5*time.Second, "reply", testkit.IsKind("chat"))
+		if ev.Data["type"] == "text-delta" {
+			text.WriteString(ev.Data["delta"].(string))
+		}
+		if ev.Data["type"] == "finish" {
+			break
+		}
+	}
+	if !strings.Contains(text.String(), `"confirmed":true`) {
+		t.Fatalf("the agent did not get the answer: %q", text.String())
+	}
+	// Answered dialogs are gone: a second answer is a 409, and a new client
+	// does not see it.
+	if st, out := d.do("POST", "/api/sessions/"+id+"/ui-response", map[string]any{"id": uiID, "confirmed": true}); st != 409 {
+		t.Fatalf("second answer: %d %v", st, out)
+	}
+	again := d.sse(id, "")
+	again.Wait(t, 5*time.Second, "sticky state", testkit.IsStatus("ready"))
+	time.Sleep(100 * time.Millisecond)
+	for _, e := range again.All() {
+		if e.Kind == "ui-request" {
+			t.Fatalf("an answered dialog is still sticky: %s", e.Raw)
+		}
+	}
+
+	// Abort cancels a pending dialog: the agent hears cancelled.
+	d.do("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "ask again"})
+	req2 := s.Wait(t, 5*time.Second, "dialog 2", func(e testkit.Event) bool { return e.Kind == "ui-request" && e.Data["resolved"] == nil })
+	d.do("POST", "/api/sessions/"+id+"/abort", nil)
+	s.Wait(t, 5*time.Second, "resolved by abort", func(e testkit.Event) bool {
+		return e.Kind == "ui-request" && e.Data["id"] == req2.Data["id"] && e.Data["resolved"] == true
+	})
+	s.Wait(t, 5*time.Second, "finish", testkit.IsChat("finish"))
+}

@@ -162,7 +162,8 @@ func writeWSFrame(b *bytes.Buffer, kind, id string, data []byte) {
 // misses two pongs times out here.
 func (s *Server) wsRead(ctx context.Context, conn *websocket.Conn, st *stream, caller *pb.Caller, done chan struct{}) {
 	defer close(done)
-	deadline := 2*s.lim.WSPing + 5*time.Second
+	// Two missed pongs, plus a little grace for the round trip.
+	deadline := 2*s.lim.WSPing + min(5*time.Second, s.lim.WSPing/2)
 	_ = conn.SetReadDeadline(time.Now().Add(deadline))
 	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(deadline)) })
 	sem := make(chan struct{}, s.lim.WSInflight)

@@ -50,8 +50,7 @@ type agentActor struct {
 	mu      sync.Mutex
 	pending map[string]waiter
 	exited  bool
-	sweep   *time.Ticker
-	stop    chan struct{}
+	sweep   *time.Timer
 }
 
 type waiter struct {
@@ -69,9 +68,10 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		a.send(ctx, m)
 	case *sweepTick:
 		a.sweepPending()
+		a.sweep.Reset(a.cfg.PendingTTL / 2)
 	case *actor.Stopping:
-		if a.stop != nil {
-			close(a.stop)
+		if a.sweep != nil {
+			a.sweep.Stop()
 		}
 		if a.p != nil {
 			p := a.p
@@ -108,22 +108,10 @@ func (a *agentActor) started(ctx actor.Context) {
 		ttl = 2 * time.Minute
 	}
 	a.cfg.PendingTTL = ttl
-	a.stop = make(chan struct{})
-	self := ctx.Self()
-	root := a.root
-	stop := a.stop
-	go func() {
-		t := time.NewTicker(ttl / 2)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				root.Send(self, &sweepTick{})
-			case <-stop:
-				return
-			}
-		}
-	}()
+	// Unanswered correlations are swept now and then; a timer, not a
+	// goroutine, so that an idle session costs nothing here.
+	self, root := ctx.Self(), a.root
+	a.sweep = time.AfterFunc(ttl/2, func() { root.Send(self, &sweepTick{}) })
 }
 
 func (a *agentActor) send(ctx actor.Context, m *pb.AgentSend) {

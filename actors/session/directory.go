@@ -45,6 +45,17 @@ type Local struct {
 	// activating serializes activation per session id.
 	activating map[string]*sync.Mutex
 	spawned    uint64
+	closed     bool
+}
+
+// ErrClosed is returned once the directory is shutting down.
+var ErrClosed = errors.New("shutting down")
+
+// Close refuses every new activation (requests to live sessions still go).
+func (l *Local) Close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
 }
 
 // NewLocal returns a Directory hosting sessions in sys.
@@ -148,6 +159,10 @@ func (l *Local) activate(ctx context.Context, id string) (*actor.PID, error) {
 	if pid, ok := l.active[id]; ok {
 		l.mu.Unlock()
 		return pid, nil
+	}
+	if l.closed {
+		l.mu.Unlock()
+		return nil, ErrClosed
 	}
 	gate, ok := l.activating[id]
 	if !ok {

@@ -31,10 +31,10 @@ agents are replaced by this one).`,
   surfaced run -- pi --mode rpc`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return fmt.Errorf("name an agent directory or give a command after --")
+				return &exitError{code: 2, err: fmt.Errorf("name an agent directory or give a command after --")}
 			}
 			if cmd.ArgsLenAtDash() < 0 && len(args) > 1 {
-				return fmt.Errorf("give one agent directory, or put the agent command after --")
+				return &exitError{code: 2, err: fmt.Errorf("give one agent directory, or put the agent command after --")}
 			}
 			return nil
 		},

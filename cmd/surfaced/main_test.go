@@ -1,0 +1,150 @@
+package main_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/surfaced/surfaced/internal/testkit"
+)
+
+// daemonProc is the real binary running `run`.
+type daemonProc struct {
+	cmd    *exec.Cmd
+	url    string // the start URL printed
+	base   string
+	token  string
+	stderr *strings.Builder
+}
+
+func startBinary(t *testing.T, args ...string) *daemonProc {
+	t.Helper()
+	bin := testkit.Build(t, "./cmd/surfaced")
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = testkit.RepoRoot()
+	stdout, _ := cmd.StdoutPipe()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	lines := make(chan string, 1)
+	go func() {
+		r := bufio.NewReader(stdout)
+		line, _ := r.ReadString('\n')
+		lines <- line
+		_, _ = io.Copy(io.Discard, r)
+	}()
+	select {
+	case line := <-lines:
+		u, ok := strings.CutPrefix(strings.TrimSpace(line), "surfaced: open ")
+		if !ok {
+			t.Fatalf("first stdout line %q; stderr:\n%s", line, stderr.String())
+		}
+		p := &daemonProc{cmd: cmd, url: u, stderr: &stderr}
+		p.base, p.token, _ = strings.Cut(u, "/?token=")
+		return p
+	case <-time.After(90 * time.Second):
+		t.Fatalf("no start line; stderr:\n%s", stderr.String())
+	}
+	return nil
+}
+
+func TestRunPrintsStartURLAndShutsDownCleanly(t *testing.T) {
+	data := t.TempDir()
+	p := startBinary(t, "run", "--addr", "127.0.0.1:0", "--data-dir", data, "./examples/surface-demo-agent")
+	if !strings.HasPrefix(p.url, "http://127.0.0.1:") || len(p.token) < 32 {
+		t.Fatalf("start URL %q", p.url)
+	}
+	// The start URL logs a browser in: cookie, then a redirect without the token.
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Get(p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 || !resp.Cookies()[0].HttpOnly {
+		t.Fatalf("start URL: %d %v", resp.StatusCode, resp.Cookies())
+	}
+	req, _ := http.NewRequest("POST", p.base+"/api/sessions", strings.NewReader(`{}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.AddCookie(resp.Cookies()[0])
+	start := time.Now()
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create with the cookie: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	if el := time.Since(start); el > 2*time.Second {
+		t.Errorf("a new session took %s to be ready (want < 2 s)", el)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit: %v; stderr:\n%s", err, p.stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no exit after SIGTERM; stderr:\n%s", p.stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(data, "surfaced.db")); err != nil {
+		t.Fatalf("no store in the data dir: %v", err)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	bin := testkit.Build(t, "./cmd/surfaced")
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"run"}, 2, "name an agent directory"},
+		{[]string{"run", "/does/not/exist"}, 2, "is not an agent directory"},
+		{[]string{"serve"}, 2, "serve needs --config"},
+		{[]string{"serve", "--config", "/does/not/exist.yaml"}, 2, "exist.yaml"},
+		{[]string{"run", "--addr", "nope", "./examples/hello-agent"}, 2, "addr"},
+	} {
+		cmd := exec.CommandContext(context.Background(), bin, tc.args...)
+		cmd.Dir = testkit.RepoRoot()
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		if code != tc.code || !strings.Contains(string(out), tc.msg) {
+			t.Errorf("%v: exit %d, want %d with %q; output:\n%s", tc.args, code, tc.code, tc.msg, out)
+		}
+	}
+}
+
+func TestHelpIsComplete(t *testing.T) {
+	bin := testkit.Build(t, "./cmd/surfaced")
+	for _, sub := range []string{"run", "serve"} {
+		out, err := exec.Command(bin, sub, "--help").CombinedOutput()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, flag := range []string{"--addr", "--data-dir", "--token", "--tokens-file", "--no-auth", "--dev", "--config"} {
+			if !strings.Contains(string(out), flag) {
+				t.Errorf("%s --help lacks %s", sub, flag)
+			}
+		}
+	}
+}

@@ -1,0 +1,136 @@
+package gateway_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/surfaced/surfaced"
+	"github.com/surfaced/surfaced/internal/testkit"
+)
+
+// waitText waits until the element's text equals want.
+func waitText(t *testing.T, ctx context.Context, sel, want string) {
+	t.Helper()
+	expr := `(() => { const e = document.querySelector(` + jsString(sel) + `); return e ? e.textContent.trim() : null })()`
+	deadline := time.Now().Add(15 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[*string](expr))
+		if err == nil && got != nil {
+			last = *got
+			if last == want {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: want %q, have %q", sel, want, last)
+}
+
+func jsString(s string) string {
+	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), `'`, `\'`) + "'"
+}
+
+func tid(id string) string { return `[data-testid="` + id + `"]` }
+
+// The main job in a real browser: the demo panel shows count: 0; increment
+// makes it 1; a reload keeps 1; "increment" typed in the chat moves the same
+// counter.
+func TestBrowserMainJob(t *testing.T) {
+	ctx := testkit.Browser(t)
+	d := start(t, agents(surfaced.AgentSpec{Name: "demo", Title: "Surface demo",
+		Argv: []string{testkit.Build(t, "./examples/surface-demo-agent")}}))
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.url+"/?token="+d.token)); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, tid("surface-demo-count"), "count: 0")
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid="surface-demo-log"] li').length`)); n != 0 {
+		t.Fatalf("the log starts empty, has %d entries", n)
+	}
+	// The token left the address bar (the cookie carries the login).
+	if u, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`)); strings.Contains(u, "token=") {
+		t.Fatalf("token still in the address: %s", u)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(tid("surface-demo-increment"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, tid("surface-demo-count"), "count: 1")
+	if err := chromedp.Do(ctx, chromedp.Reload()); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, tid("surface-demo-count"), "count: 1")
+	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(tid("composer-input")),
+		chromedp.SendKeys(tid("composer-input"), "increment please"),
+		chromedp.Click(tid("composer-send")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, tid("surface-demo-count"), "count: 2")
+	screenshot(t, ctx, "main-job")
+	// The reply streamed into the chat, with the tool call.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid="chat-tool"]').length`))
+		txt, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`Array.from(document.querySelectorAll('[data-testid="chat-message-assistant"]')).map(e => e.textContent).join(' ')`))
+		if n >= 1 && strings.Contains(txt, "scripted") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("chat did not show the reply: tools=%d text=%q", n, txt)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// hello-agent has no surface: the demo panel shows unavailable, read-only,
+// without an error, and the chat still works.
+func TestBrowserDegradedPanel(t *testing.T) {
+	ctx := testkit.Browser(t)
+	d := start(t, agents(surfaced.AgentSpec{Name: "hello", Title: "Hello",
+		Argv: []string{testkit.Build(t, "./examples/hello-agent")}}))
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.url+"/?token="+d.token)); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, tid("surface-demo-degraded"), "demo surface unavailable (read-only)")
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid="surface-demo-increment"], [data-testid="surface-demo-error"]').length`)); n != 0 {
+		t.Fatalf("a degraded panel has no button and no error (%d found)", n)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(tid("composer-input")),
+		chromedp.SendKeys(tid("composer-input"), "echo: hi there"),
+		chromedp.Click(tid("composer-send")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`Array.from(document.querySelectorAll('[data-testid="tool-output"]')).map(e => e.textContent).join(' ')`))
+		if strings.Contains(out, "hi there") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the echo tool output did not show: %q", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// screenshot saves a PNG when SURFACED_SCREENSHOTS names a directory.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	dir := os.Getenv("SURFACED_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Logf("screenshot: %v", err)
+		return
+	}
+	_ = os.WriteFile(dir+"/"+name+".png", png, 0o644)
+}

@@ -1,0 +1,248 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/surfaced/surfaced/gateway"
+)
+
+type wsClient struct {
+	t    *testing.T
+	conn *websocket.Conn
+	msgs chan map[string]any
+}
+
+func (d *daemon) ws(id, last string) *wsClient {
+	d.t.Helper()
+	u := strings.Replace(d.url, "http://", "ws://", 1) + "/api/sessions/" + id + "/ws"
+	if last != "" {
+		u += "?lastEventId=" + last
+	}
+	conn, resp, err := websocket.DefaultDialer.Dial(u, d.auth())
+	if err != nil {
+		d.t.Fatalf("dial %s: %v (%v)", u, err, resp)
+	}
+	c := &wsClient{t: d.t, conn: conn, msgs: make(chan map[string]any, 10000)}
+	go func() {
+		defer close(c.msgs)
+		for {
+			_, data, err := conn.ReadMessage()
+			if err != nil {
+				return
+			}
+			var m map[string]any
+			if json.Unmarshal(data, &m) != nil {
+				m = map[string]any{"_raw": string(data)}
+			}
+			c.msgs <- m
+		}
+	}()
+	d.t.Cleanup(func() { conn.Close() })
+	return c
+}
+
+func (c *wsClient) send(v any) {
+	c.t.Helper()
+	var err error
+	if s, ok := v.(string); ok {
+		err = c.conn.WriteMessage(websocket.TextMessage, []byte(s))
+	} else {
+		err = c.conn.WriteJSON(v)
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *wsClient) wait(what string, pred func(map[string]any) bool) map[string]any {
+	c.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case m, ok := <-c.msgs:
+			if !ok {
+				c.t.Fatalf("connection closed waiting for %s", what)
+			}
+			if pred(m) {
+				return m
+			}
+		case <-deadline:
+			c.t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// waitAll waits until every predicate matched one message, in any order.
+func (c *wsClient) waitAll(preds ...func(map[string]any) bool) []map[string]any {
+	c.t.Helper()
+	out := make([]map[string]any, len(preds))
+	left := len(preds)
+	deadline := time.After(10 * time.Second)
+	for left > 0 {
+		select {
+		case m, ok := <-c.msgs:
+			if !ok {
+				c.t.Fatal("connection closed")
+			}
+			for i, p := range preds {
+				if out[i] == nil && p(m) {
+					out[i] = m
+					left--
+					break
+				}
+			}
+		case <-deadline:
+			c.t.Fatalf("timed out; matched %v", out)
+		}
+	}
+	return out
+}
+
+func reply(id string) func(map[string]any) bool {
+	return func(m map[string]any) bool {
+		d, _ := m["data"].(map[string]any)
+		return m["event"] == "reply" && d["id"] == id
+	}
+}
+
+func replyData(m map[string]any) map[string]any { return m["data"].(map[string]any) }
+
+func event(kind string, f func(map[string]any) bool) func(map[string]any) bool {
+	return func(m map[string]any) bool {
+		d, _ := m["data"].(map[string]any)
+		return m["event"] == kind && (f == nil || f(d))
+	}
+}
+
+func TestWebSocket(t *testing.T) {
+	d := start(t)
+	id := d.create(nil)
+	c := d.ws(id, "")
+	c.wait("ready", event("session", func(d map[string]any) bool { return d["status"] == "ready" }))
+
+	c.send(map[string]any{"id": "c1", "type": "command", "domain": "demo", "action": "increment"})
+	// The reply and the state frame may come in either order.
+	got := c.waitAll(reply("c1"), event("state", func(d map[string]any) bool { return d["key"] == "surface:demo" && d["rev"] == 2.0 }))
+	r := replyData(got[0])
+	if r["ok"] != true || r["result"].(map[string]any)["data"].(map[string]any)["count"] != 1.0 {
+		t.Fatalf("command reply: %v", r)
+	}
+	last := got[1]["id"].(string)
+
+	c.send(map[string]any{"id": "c2", "type": "command", "domain": "demo", "action": "fail"})
+	if r := replyData(c.wait("reply c2", reply("c2"))); r["ok"] != false || r["result"].(map[string]any)["error"].(map[string]any)["code"] != "nope" {
+		t.Fatalf("failed command reply: %v", r)
+	}
+	c.send(map[string]any{"id": "p1", "type": "prompt", "message": "hi ws"})
+	if r := replyData(c.wait("reply p1", reply("p1"))); r["ok"] != true || r["accepted"] != true {
+		t.Fatalf("prompt reply: %v", r)
+	}
+	c.wait("finish", event("chat", func(d map[string]any) bool { return d["type"] == "finish" }))
+	c.send(map[string]any{"id": "s1", "type": "state", "key": "ui.theme", "value": "dark"})
+	if r := replyData(c.wait("reply s1", reply("s1"))); r["ok"] != true || r["rev"] != 1.0 {
+		t.Fatalf("state reply: %v", r)
+	}
+	c.send(map[string]any{"id": "s2", "type": "state", "key": "surface:demo", "value": 1})
+	if r := replyData(c.wait("reply s2", reply("s2"))); r["ok"] != false || r["status"] != 403.0 {
+		t.Fatalf("surface write over ws: %v", r)
+	}
+	c.send(map[string]any{"id": "a1", "type": "abort"})
+	c.wait("reply a1", reply("a1"))
+	c.send(map[string]any{"id": "u1", "type": "ui-response", "uiId": "nope", "confirmed": true})
+	if r := replyData(c.wait("reply u1", reply("u1"))); r["status"] != 409.0 {
+		t.Fatalf("unknown dialog: %v", r)
+	}
+
+	// Malformed requests each get a clear error reply; the connection lives on.
+	bad := []struct {
+		send  any
+		id    any
+		code  string
+		field string
+	}{
+		{"{not json", nil, "invalid_json", ""},
+		{`["array"]`, nil, "invalid_json", ""},
+		{map[string]any{"type": "command"}, nil, "invalid_field", "id"},
+		{map[string]any{"id": "b1"}, "b1", "invalid_field", "type"},
+		{map[string]any{"id": "b2", "type": "dance"}, "b2", "unknown_type", "type"},
+		{map[string]any{"id": "b3", "type": "command", "action": "x"}, "b3", "invalid_field", "domain"},
+		{map[string]any{"id": "b4", "type": "prompt"}, "b4", "invalid_field", "message"},
+		{map[string]any{"id": "b5", "type": "prompt", "message": 3}, nil, "invalid_field", "message"},
+		{map[string]any{"id": "b6", "type": "state", "key": "a.b", "op": "zap"}, "b6", "invalid_field", "op"},
+		{map[string]any{"id": "b7", "type": "command", "domain": "demo", "action": "x", "bogus": 1}, nil, "unknown_field", "bogus"},
+	}
+	for _, b := range bad {
+		c.send(b.send)
+		m := c.wait("error reply", func(m map[string]any) bool {
+			d, _ := m["data"].(map[string]any)
+			return m["event"] == "reply" && d["ok"] == false && d["id"] == b.id
+		})
+		e := replyData(m)["error"].(map[string]any)
+		if e["code"] != b.code {
+			t.Errorf("%v: want %s, got %v", b.send, b.code, e)
+		}
+		if b.field != "" {
+			f, _ := e["fields"].([]any)
+			if len(f) == 0 || f[0] != b.field {
+				t.Errorf("%v: want field %s: %v", b.send, b.field, e)
+			}
+		}
+	}
+	if err := c.conn.WriteMessage(websocket.BinaryMessage, []byte{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	m0 := c.wait("binary refused", func(m map[string]any) bool {
+		d, _ := m["data"].(map[string]any)
+		return m["event"] == "reply" && d["id"] == nil
+	})
+	if e := replyData(m0)["error"].(map[string]any); e["code"] != "invalid_frame" {
+		t.Fatalf("binary frame: %v", e)
+	}
+
+	// Resume with ?lastEventId=: exactly the frames after it.
+	c2 := d.ws(id, last)
+	m := c2.wait("first replayed frame", func(m map[string]any) bool { return m["event"] != "reply" })
+	if m["event"] == "session" && m["data"].(map[string]any)["status"] == "starting" {
+		t.Fatalf("resumed WS got sticky state: %v", m)
+	}
+	seqOf := func(id string) string { return id[strings.LastIndex(id, "-")+1:] }
+	lastSeq := seqOf(last)
+	if got := seqOf(m["id"].(string)); got == lastSeq {
+		t.Fatalf("resume repeated frame %s", got)
+	}
+}
+
+func TestWebSocketMissedPongsClose(t *testing.T) {
+	d := start(t, gwLimits(gateway.Limits{WSPing: 100 * time.Millisecond}))
+	id := d.create(nil)
+	u := strings.Replace(d.url, "http://", "ws://", 1) + "/api/sessions/" + id + "/ws"
+	conn, _, err := websocket.DefaultDialer.Dial(u, d.auth())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetPingHandler(func(string) error { return nil }) // never pong
+	start := time.Now()
+	for {
+		if _, _, err := conn.ReadMessage(); err != nil {
+			break
+		}
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Fatalf("a peer that misses pongs was closed only after %s", el)
+	}
+}
+
+func TestWebSocketNeedsUpgrade(t *testing.T) {
+	d := start(t)
+	id := d.create(nil)
+	if st, out := d.do("GET", "/api/sessions/"+id+"/ws", nil); st != http.StatusBadRequest || errCode(out) != "not_websocket" {
+		t.Fatalf("%d %v", st, out)
+	}
+}
