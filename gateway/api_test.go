@@ -186,7 +186,10 @@ func TestResync(t *testing.T) {
 }
 
 func TestSlowConsumerIsCut(t *testing.T) {
-	d := start(t, gwLimits(gateway.Limits{QueueBytes: 1 << 20}))
+	// A long QueueAge keeps the stalled client's blocked write alive until the
+	// test reads, so it can see the end frame (a client stuck longer than
+	// QueueAge is simply disconnected).
+	d := start(t, gwLimits(gateway.Limits{QueueBytes: 1 << 20, QueueAge: time.Minute}))
 	id := d.create(nil)
 	fast := d.sse(id, "")
 	fast.Wait(t, 10*time.Second, "ready", testkit.IsStatus("ready"))
@@ -202,7 +205,7 @@ func TestSlowConsumerIsCut(t *testing.T) {
 	}
 	// The fast client got every snapshot; the slow one was cut with a reason.
 	fast.Wait(t, 10*time.Second, "last rev", testkit.IsState("surface:demo", 101))
-	rest := slow.ReadAll(t, 10*time.Second)
+	rest := slow.ReadAll(t, 30*time.Second)
 	if !strings.Contains(rest, "event: end\ndata: {\"reason\":\"slow_consumer\"}") {
 		t.Fatalf("slow client was not cut with end{slow_consumer}; tail: %q", tail(rest, 300))
 	}

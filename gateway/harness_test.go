@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -21,7 +22,7 @@ import (
 )
 
 type daemon struct {
-	t      *testing.T
+	t      testing.TB
 	url    string
 	token  string
 	rt     *surfaced.Runtime
@@ -45,7 +46,7 @@ func sessLimits(l surfaced.Limits) option {
 }
 func guardCfg(f func(*guard.Config)) option { return func(o *dopt) { f(&o.guard) } }
 
-func start(t *testing.T, opts ...option) *daemon {
+func start(t testing.TB, opts ...option) *daemon {
 	t.Helper()
 	o := &dopt{}
 	for _, f := range opts {
@@ -175,7 +176,7 @@ func errCode(out map[string]any) string {
 	return c
 }
 
-func writeTokens(t *testing.T, path string, entries map[string]string) {
+func writeTokens(t testing.TB, path string, entries map[string]string) {
 	t.Helper()
 	type tok struct {
 		Subject string `json:"subject"`
@@ -193,4 +194,23 @@ func writeTokens(t *testing.T, path string, entries map[string]string) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+type gatewayLimits = gateway.Limits
+
+func startTB(t testing.TB, opts ...option) *daemon { return start(t, opts...) }
+
+func (d *daemon) createTB(t testing.TB) string { return d.create(nil) }
+
+func (d *daemon) doTB(t testing.TB, method, path string, body any) (int, map[string]any) {
+	return d.do(method, path, body)
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestMain(m *testing.M) {
+	if os.Getenv("SURFACED_IDLE_CLIENTS") != "" {
+		idleClients()
+	}
+	os.Exit(m.Run())
 }

@@ -13,7 +13,7 @@ import (
 )
 
 type wsClient struct {
-	t    *testing.T
+	t    testing.TB
 	conn *websocket.Conn
 	msgs chan map[string]any
 }

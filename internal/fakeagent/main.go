@@ -8,6 +8,7 @@
 //	slow       40 text deltas 25 ms apart (abortable)
 //	tool       call surface_command demo increment from a tool, report the result
 //	tools N    N concurrent surface_command demo increment
+//	burst N    N text deltas at once
 //	ask        open a confirm dialog and report the answer
 //	state K V  state_set K to the JSON V
 //	badline    write a line that is not JSON, then answer
@@ -245,6 +246,14 @@ func turn(msg string, stop chan struct{}) {
 	case strings.Contains(lower, "badline"):
 		writeRaw("this is not json")
 		writeRaw(`{"no":"type"}`)
+	case strings.HasPrefix(lower, "burst "):
+		// N text deltas as fast as the pipe takes them (fan-out benchmarks).
+		var n int
+		fmt.Sscanf(lower, "burst %d", &n)
+		for i := 0; i < n; i++ {
+			write(map[string]any{"type": "message_update", "assistantMessageEvent": map[string]any{"type": "text_delta", "contentIndex": 0, "delta": "tok "}})
+		}
+		reply = ""
 	case strings.HasPrefix(lower, "tools "):
 		// N concurrent surface_command increments from tools.
 		var n int

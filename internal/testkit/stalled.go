@@ -89,8 +89,8 @@ func dechunk(s string) string {
 			break
 		}
 		chunk := make([]byte, n)
-		if _, err := io.ReadFull(r, chunk); err != nil {
-			out.Write(chunk)
+		if k, err := io.ReadFull(r, chunk); err != nil {
+			out.Write(chunk[:k])
 			break
 		}
 		out.Write(chunk)
