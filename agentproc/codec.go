@@ -70,6 +70,22 @@ func newReaderSize(rd io.Reader, maxLine, initial int) *Reader {
 	return &Reader{rd: rd, maxLine: maxLine, limit: limit, initial: min(initial, limit)}
 }
 
+// Pending reports whether a complete record is already buffered, so that the
+// next Next returns without reading. A caller that batches records flushes
+// its batch when Pending is false, before Next blocks.
+func (r *Reader) Pending() bool {
+	if r.r+r.scanned >= r.w {
+		return false
+	}
+	i := bytes.IndexByte(r.buf[r.r+r.scanned:r.w], '\n')
+	if i < 0 {
+		// Remember how far we looked, as Next does.
+		r.scanned = r.w - r.r
+		return false
+	}
+	return true
+}
+
 // LineTooLongError reports a record longer than the cap. The record was discarded up to its '\n';
 // the Reader goes on with the next record.
 type LineTooLongError struct {

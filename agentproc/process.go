@@ -98,11 +98,20 @@ type Handler interface {
 	Exited(st ExitStatus)           // exactly once, after the last Line/Invalid
 }
 
+// Flusher is implemented by a Handler that batches lines: Flush is called on
+// the reader goroutine whenever no further complete line is buffered (before
+// a read that may block, and before Exited), so a batch never waits for the
+// agent's next write.
+type Flusher interface {
+	Flush()
+}
+
 // Process is a running agent subprocess, created by Start. Its methods are safe for concurrent use.
 type Process struct {
 	cmd       *exec.Cmd
 	pid       int
 	h         Handler
+	flusher   Flusher // h, when it batches
 	log       *slog.Logger
 	maxLine   int
 	killAfter time.Duration
@@ -208,6 +217,7 @@ func Start(spec Spec, h Handler) (*Process, error) {
 		cmd:       cmd,
 		pid:       cmd.Process.Pid,
 		h:         h,
+		flusher:   flusherOf(h),
 		log:       logger.With("pid", cmd.Process.Pid),
 		maxLine:   spec.MaxLine,
 		killAfter: spec.KillAfter,
@@ -367,6 +377,9 @@ func (p *Process) readStdout(done chan<- struct{}) {
 	rd := NewReader(p.stdout, p.maxLine)
 	for {
 		line, err := rd.Next()
+		if err != nil && p.flusher != nil {
+			p.flusher.Flush()
+		}
 		if err != nil {
 			if tl, ok := err.(*LineTooLongError); ok {
 				p.invalid(Diagnostic{Code: CodeLineTooLong, Message: tl.Error(), Len: tl.Len})
@@ -388,6 +401,11 @@ func (p *Process) readStdout(done chan<- struct{}) {
 			continue
 		}
 		p.h.Line(env, bytes.Clone(line))
+		if p.flusher != nil && !rd.Pending() {
+			// Nothing more is buffered: the next read may block, so the
+			// handler passes on what it batched.
+			p.flusher.Flush()
+		}
 	}
 }
 
@@ -587,4 +605,9 @@ func (c *childPipe) Read(b []byte) (int, error) {
 func (c *childPipe) childExited(at time.Time) {
 	c.exitedAt.Store(&at)
 	c.f.SetReadDeadline(at.Add(drainIdle))
+}
+
+func flusherOf(h Handler) Flusher {
+	f, _ := h.(Flusher)
+	return f
 }

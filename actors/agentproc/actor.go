@@ -157,8 +157,12 @@ func (a *agentActor) sweepPending() {
 	}
 }
 
-// handler runs on the process's reader goroutine.
-type handler struct{ a *agentActor }
+// handler runs on the process's reader goroutine. Uncorrelated lines are
+// batched until the reader has nothing more buffered (Flush).
+type handler struct {
+	a     *agentActor
+	batch []*pb.AgentLine
+}
 
 func (h *handler) Line(env proc.Envelope, line []byte) {
 	a := h.a
@@ -170,15 +174,37 @@ func (h *handler) Line(env proc.Envelope, line []byte) {
 		}
 		a.mu.Unlock()
 		if ok {
+			// Lines the agent wrote before this answer reach the session first.
+			h.Flush()
 			a.root.Send(w.to, &pb.AgentReply{Id: env.ID, Type: env.Type, Line: line})
 			return
 		}
 	}
-	a.root.Send(a.parent, &pb.AgentLine{Incarnation: a.cfg.Incarnation, Type: env.Type, Id: env.ID, Line: line})
+	h.batch = append(h.batch, &pb.AgentLine{Incarnation: a.cfg.Incarnation, Type: env.Type, Id: env.ID, Line: line})
+	if len(h.batch) >= maxBatch {
+		h.Flush()
+	}
+}
+
+// maxBatch bounds a batch of lines (and so the frames of one session turn).
+const maxBatch = 256
+
+// Flush sends the batched lines to the session.
+func (h *handler) Flush() {
+	switch len(h.batch) {
+	case 0:
+		return
+	case 1:
+		h.a.root.Send(h.a.parent, h.batch[0])
+	default:
+		h.a.root.Send(h.a.parent, &pb.AgentLines{Lines: h.batch})
+	}
+	h.batch = nil
 }
 
 func (h *handler) Invalid(d proc.Diagnostic) {
 	a := h.a
+	h.Flush()
 	a.log.Warn("agent line dropped", "code", d.Code, "reason", d.Message, "bytes", d.Len)
 	if a.cfg.OnInvalid != nil {
 		a.cfg.OnInvalid(d.Code)
@@ -188,6 +214,7 @@ func (h *handler) Invalid(d proc.Diagnostic) {
 
 func (h *handler) Exited(st proc.ExitStatus) {
 	a := h.a
+	h.Flush()
 	a.mu.Lock()
 	a.exited = true
 	pending := a.pending

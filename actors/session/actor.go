@@ -243,6 +243,12 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 		if m.GetIncarnation() == s.incarnation && s.agent != nil {
 			s.agentLine(ctx, m)
 		}
+	case *pb.AgentLines:
+		for _, l := range m.GetLines() {
+			if l.GetIncarnation() == s.incarnation && s.agent != nil {
+				s.agentLine(ctx, l)
+			}
+		}
 	case *pb.AgentReply:
 		s.agentReply(ctx, m)
 	case *pb.AgentDiagnostic:
@@ -770,8 +776,10 @@ func (s *sessionActor) statusFrame() []byte {
 		Detail string `json:"detail,omitempty"`
 		Title  string `json:"title,omitempty"`
 		Queued int    `json:"queued"`
+		// Images: prompts may carry images (the agent's model takes them).
+		Images bool `json:"images"`
 	}
-	return jsonOf(status{Status: s.status, Busy: s.turn != nil, Code: s.code, Detail: s.detail, Title: s.rec.Title, Queued: len(s.inbox)})
+	return jsonOf(status{Status: s.status, Busy: s.turn != nil, Code: s.code, Detail: s.detail, Title: s.rec.Title, Queued: len(s.inbox), Images: s.images})
 }
 
 func (s *sessionActor) setStatus(status, code, detail string) {

@@ -2456,6 +2456,52 @@ func (x *AgentLine) GetLine() []byte {
 	return nil
 }
 
+// AgentLines is a batch of AgentLine read in one go (a busy agent): one
+// mailbox message and one frame batch per read instead of per line.
+type AgentLines struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lines         []*AgentLine           `protobuf:"bytes,1,rep,name=lines,proto3" json:"lines,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentLines) Reset() {
+	*x = AgentLines{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentLines) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentLines) ProtoMessage() {}
+
+func (x *AgentLines) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentLines.ProtoReflect.Descriptor instead.
+func (*AgentLines) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *AgentLines) GetLines() []*AgentLine {
+	if x != nil {
+		return x.Lines
+	}
+	return nil
+}
+
 type AgentDiagnostic struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Incarnation   uint32                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
@@ -2467,7 +2513,7 @@ type AgentDiagnostic struct {
 
 func (x *AgentDiagnostic) Reset() {
 	*x = AgentDiagnostic{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[37]
+	mi := &file_surfaced_v1_session_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2479,7 +2525,7 @@ func (x *AgentDiagnostic) String() string {
 func (*AgentDiagnostic) ProtoMessage() {}
 
 func (x *AgentDiagnostic) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[37]
+	mi := &file_surfaced_v1_session_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2492,7 +2538,7 @@ func (x *AgentDiagnostic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentDiagnostic.ProtoReflect.Descriptor instead.
 func (*AgentDiagnostic) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{37}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AgentDiagnostic) GetIncarnation() uint32 {
@@ -2529,7 +2575,7 @@ type AgentExited struct {
 
 func (x *AgentExited) Reset() {
 	*x = AgentExited{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[38]
+	mi := &file_surfaced_v1_session_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2541,7 +2587,7 @@ func (x *AgentExited) String() string {
 func (*AgentExited) ProtoMessage() {}
 
 func (x *AgentExited) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[38]
+	mi := &file_surfaced_v1_session_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2554,7 +2600,7 @@ func (x *AgentExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentExited.ProtoReflect.Descriptor instead.
 func (*AgentExited) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{38}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AgentExited) GetIncarnation() uint32 {
@@ -2783,7 +2829,10 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\vincarnation\x18\x01 \x01(\rR\vincarnation\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x0e\n" +
 	"\x02id\x18\x03 \x01(\tR\x02id\x12\x12\n" +
-	"\x04line\x18\x04 \x01(\fR\x04line\"a\n" +
+	"\x04line\x18\x04 \x01(\fR\x04line\":\n" +
+	"\n" +
+	"AgentLines\x12,\n" +
+	"\x05lines\x18\x01 \x03(\v2\x16.surfaced.v1.AgentLineR\x05lines\"a\n" +
 	"\x0fAgentDiagnostic\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\rR\vincarnation\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x18\n" +
@@ -2808,7 +2857,7 @@ func file_surfaced_v1_session_proto_rawDescGZIP() []byte {
 	return file_surfaced_v1_session_proto_rawDescData
 }
 
-var file_surfaced_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_surfaced_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_surfaced_v1_session_proto_goTypes = []any{
 	(*Pid)(nil),              // 0: surfaced.v1.Pid
 	(*Error)(nil),            // 1: surfaced.v1.Error
@@ -2847,8 +2896,9 @@ var file_surfaced_v1_session_proto_goTypes = []any{
 	(*AgentSend)(nil),        // 34: surfaced.v1.AgentSend
 	(*AgentReply)(nil),       // 35: surfaced.v1.AgentReply
 	(*AgentLine)(nil),        // 36: surfaced.v1.AgentLine
-	(*AgentDiagnostic)(nil),  // 37: surfaced.v1.AgentDiagnostic
-	(*AgentExited)(nil),      // 38: surfaced.v1.AgentExited
+	(*AgentLines)(nil),       // 37: surfaced.v1.AgentLines
+	(*AgentDiagnostic)(nil),  // 38: surfaced.v1.AgentDiagnostic
+	(*AgentExited)(nil),      // 39: surfaced.v1.AgentExited
 }
 var file_surfaced_v1_session_proto_depIdxs = []int32{
 	2,  // 0: surfaced.v1.Frames.frames:type_name -> surfaced.v1.Frame
@@ -2883,11 +2933,12 @@ var file_surfaced_v1_session_proto_depIdxs = []int32{
 	1,  // 29: surfaced.v1.SurfaceList.error:type_name -> surfaced.v1.Error
 	0,  // 30: surfaced.v1.AgentAvailable.agent:type_name -> surfaced.v1.Pid
 	0,  // 31: surfaced.v1.AgentSend.reply_to:type_name -> surfaced.v1.Pid
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	36, // 32: surfaced.v1.AgentLines.lines:type_name -> surfaced.v1.AgentLine
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_surfaced_v1_session_proto_init() }
@@ -2901,7 +2952,7 @@ func file_surfaced_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_surfaced_v1_session_proto_rawDesc), len(file_surfaced_v1_session_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
