@@ -414,3 +414,46 @@ func TestAgentDialogs(t *testing.T) {
 	})
 	s.Wait(t, 5*time.Second, "finish", testkit.IsChat("finish"))
 }
+
+func TestMetrics(t *testing.T) {
+	d := start(t, sessLimits(surfaced.Limits{ReplayFrames: 8, RestartBackoff: 20 * time.Millisecond}))
+	id := d.create(nil)
+	s := d.sse(id, "")
+	first := s.Wait(t, 10*time.Second, "ready", testkit.IsStatus("ready"))
+	d.do("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "badline"})
+	s.Wait(t, 5*time.Second, "finish", testkit.IsChat("finish"))
+	d.do("POST", "/api/sessions/"+id+"/surfaces/demo/crash", nil)
+	s.Wait(t, 5*time.Second, "restarted", testkit.IsStatus("ready"))
+	last := s.LastID()
+	s.Close()
+	resumed := d.sse(id, last)
+	for i := 0; i < 10; i++ {
+		d.do("POST", "/api/sessions/"+id+"/surfaces/demo/increment", nil)
+	}
+	resumed.Wait(t, 5*time.Second, "resumed frames", testkit.IsKind("state"))
+	d.sse(id, first.ID).Wait(t, 5*time.Second, "resync", testkit.IsKind("resync"))
+	st, out := d.do("GET", "/metrics", nil)
+	body := out["_raw"].(string)
+	if st != 200 {
+		t.Fatalf("metrics: %d", st)
+	}
+	for _, want := range []string{
+		"surfaced_sessions_active 1",
+		"surfaced_sessions_created_total 1",
+		`surfaced_clients{kind="sse"}`,
+		`surfaced_frames_total{kind="chat"}`,
+		`surfaced_subscriptions_total{mode="fresh"}`,
+		`surfaced_subscriptions_total{mode="resumed"} 1`,
+		`surfaced_subscriptions_total{mode="resync"} 1`,
+		"surfaced_agent_restarts_total 1",
+		`surfaced_agent_exits_total{reason="crashed"} 1`,
+		`surfaced_jsonl_errors_total{code="invalid_json"} 1`,
+		`surfaced_jsonl_errors_total{code="missing_type"} 1`,
+		"surfaced_prompts_total 1",
+		"go_goroutines",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}

@@ -148,3 +148,47 @@ func TestHelpIsComplete(t *testing.T) {
 		}
 	}
 }
+
+func TestServeWithConfig(t *testing.T) {
+	dir := t.TempDir()
+	root := testkit.RepoRoot()
+	cfg := filepath.Join(dir, "surfaced.yaml")
+	os.WriteFile(cfg, []byte(`addr: 127.0.0.1:0
+data_dir: `+filepath.Join(dir, "data")+`
+agents:
+  - dir: `+filepath.Join(root, "examples/surface-demo-agent")+`
+  - dir: `+filepath.Join(root, "examples/hello-agent")+`
+limits:
+  sessions_per_subject: 5
+`), 0o644)
+	p := startBinary(t, "serve", "--config", cfg)
+	call := func(method, path, body string) (int, string) {
+		req, _ := http.NewRequest(method, p.base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+p.token)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if st, body := call("GET", "/api/agents", ""); st != 200 || !strings.Contains(body, `"demo"`) || !strings.Contains(body, `"hello"`) {
+		t.Fatalf("agents: %d %s", st, body)
+	}
+	if st, body := call("POST", "/api/sessions", "{}"); st != 400 || !strings.Contains(body, "demo, hello") {
+		t.Fatalf("no agent named with several configured: %d %s", st, body)
+	}
+	if st, body := call("POST", "/api/sessions", `{"agent":"hello"}`); st != 201 {
+		t.Fatalf("create hello: %d %s", st, body)
+	}
+	for i := 0; i < 4; i++ {
+		call("POST", "/api/sessions", `{"agent":"demo"}`)
+	}
+	if st, body := call("POST", "/api/sessions", `{"agent":"demo"}`); st != 429 || !strings.Contains(body, "too_many_sessions") {
+		t.Fatalf("sessions_per_subject: %d %s", st, body)
+	}
+}
