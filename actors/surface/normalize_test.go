@@ -46,10 +46,12 @@ func TestNormalizeAgentResult(t *testing.T) {
 func TestNativeNormalization(t *testing.T) {
 	type S struct{ N int }
 	d := Define("d", S{}, map[string]Command[S]{
-		"value":   func(*Ctx[S], json.RawMessage) (any, error) { return map[string]int{"a": 1}, nil },
-		"nil":     func(*Ctx[S], json.RawMessage) (any, error) { return nil, nil },
-		"coded":   func(*Ctx[S], json.RawMessage) (any, error) { return nil, Errorf("edit_failed", "bad %d", 1) },
-		"wrapped": func(*Ctx[S], json.RawMessage) (any, error) { return nil, fmt.Errorf("ctx: %w", &Error{"deep", "inner"}) },
+		"value": func(*Ctx[S], json.RawMessage) (any, error) { return map[string]int{"a": 1}, nil },
+		"nil":   func(*Ctx[S], json.RawMessage) (any, error) { return nil, nil },
+		"coded": func(*Ctx[S], json.RawMessage) (any, error) { return nil, Errorf("edit_failed", "bad %d", 1) },
+		"wrapped": func(*Ctx[S], json.RawMessage) (any, error) {
+			return nil, fmt.Errorf("ctx: %w", &Error{"deep", "inner"})
+		},
 		"plain":   func(*Ctx[S], json.RawMessage) (any, error) { return nil, errors.New("boom") },
 		"panic":   func(*Ctx[S], json.RawMessage) (any, error) { panic("oops") },
 		"badjson": func(*Ctx[S], json.RawMessage) (any, error) { return make(chan int), nil },
