@@ -189,7 +189,10 @@ func TestDuplicateDomainRejected(t *testing.T) {
 		withAgent("fake", testkit.FakeAgent(t, "-dup", "-surfaces", "demo,other")),
 		withDomains(surfaced.DomainBinding{Domain: native}))
 	id := h.create("")
-	c, _ := h.subscribe(id, "")
+	// Diagnostics are not sticky: replay the frame log from its start so the
+	// test sees them however early agent_ready was handled.
+	sum := h.req(id, &pb.GetSummary{Caller: me}).(*pb.SessionSummary)
+	c, _ := h.subscribe(id, sum.GetEpoch()+"-0")
 	h.waitReady(c)
 	var diags []string
 	for _, f := range c.All() {
@@ -200,7 +203,7 @@ func TestDuplicateDomainRejected(t *testing.T) {
 	if len(diags) != 2 {
 		t.Fatalf("want 2 duplicate diagnostics (native other, demo twice), got %q", diags)
 	}
-	sum := h.req(id, &pb.GetSummary{Caller: me}).(*pb.SessionSummary)
+	sum = h.req(id, &pb.GetSummary{Caller: me}).(*pb.SessionSummary)
 	hosted := map[string]string{}
 	for _, s := range sum.GetSurfaces() {
 		hosted[s.GetDomain()] = s.GetHosted()
