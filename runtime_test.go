@@ -639,3 +639,25 @@ done
 func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
+
+// An ended session's actor goes away after EndedLinger even when clients
+// were watching it end.
+func TestEndedSessionActorLeaves(t *testing.T) {
+	h := newHarness(t, nil, withLimits(surfaced.Limits{EndedLinger: 200 * time.Millisecond}))
+	id := h.create("")
+	c, _ := h.subscribe(id, "")
+	h.waitReady(c)
+	h.req(id, &pb.Stop{Caller: me, Reason: "stopped"})
+	c.Wait(t, 5*time.Second, "end", func(f testkit.Frame) bool { return f.Kind == "end" })
+	deadline := time.Now().Add(5 * time.Second)
+	for len(h.rt.Local().Live()) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the ended session's actor is still live: %v", h.rt.Local().Live())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// It still answers reads (a new activation, in ended mode).
+	if s := h.req(id, &pb.GetSummary{Caller: me}).(*pb.SessionSummary); s.GetStatus() != "ended" {
+		t.Fatalf("summary after it left: %v", s)
+	}
+}

@@ -106,11 +106,17 @@ type Event struct {
 	Message               *AgentMessage          `json:"message,omitempty"`
 	AssistantMessageEvent *AssistantMessageEvent `json:"assistantMessageEvent,omitempty"`
 
-	// agent_end
+	// turn_end
+	ToolResults []AgentMessage `json:"toolResults,omitempty"`
+
+	// agent_end (WillRetry also on compaction_end; pi 0.73 does not send it
+	// on agent_end, it announces a retry with auto_retry_start instead)
 	Messages  []AgentMessage `json:"messages,omitempty"`
 	WillRetry bool           `json:"willRetry,omitempty"`
 
-	// tool_execution_*
+	// tool_execution_* (Result is also compaction_end's result).
+	// PartialResult is the output accumulated so far: it replaces the
+	// previous one, it does not add to it.
 	ToolCallID    string          `json:"toolCallId,omitempty"`
 	ToolName      string          `json:"toolName,omitempty"`
 	Args          json.RawMessage `json:"args,omitempty"`
@@ -139,18 +145,51 @@ type Event struct {
 
 	// session_info_changed
 	Name string `json:"name,omitempty"`
+
+	// thinking_level_changed
+	Level string `json:"level,omitempty"`
 }
 
 // AssistantMessageEvent is message_update's streaming event.
 type AssistantMessageEvent struct {
-	Type         string          `json:"type"`
+	Type string `json:"type"`
+	// ContentIndex is the block the event concerns (text_*, thinking_*,
+	// toolcall_*). It is written even when 0; see MarshalJSON.
 	ContentIndex int             `json:"contentIndex,omitempty"`
 	Delta        string          `json:"delta,omitempty"`
 	Content      string          `json:"content,omitempty"`
 	Reason       string          `json:"reason,omitempty"`
 	ToolCall     json.RawMessage `json:"toolCall,omitempty"`
+	// Partial is the assistant message so far (pi sends it with every event).
+	Partial json.RawMessage `json:"partial,omitempty"`
+	// Message is the final message of a done event.
+	Message *AgentMessage `json:"message,omitempty"`
 	// error event: the message that failed, with its errorMessage
 	Error *AgentMessage `json:"error,omitempty"`
+}
+
+// HasContentIndex reports whether pi's event of this type carries contentIndex.
+func HasContentIndex(typ string) bool {
+	switch typ {
+	case AMETextStart, AMETextDelta, AMETextEnd, AMEThinkingStart, AMEThinkingDelta, AMEThinkingEnd,
+		AMEToolcallStart, AMEToolcallDelta, AMEToolcallEnd:
+		return true
+	}
+	return false
+}
+
+// MarshalJSON writes contentIndex for the block events even when it is 0:
+// pi always sends it there, and a client that indexes the message's content
+// by it must not see the first block's index dropped.
+func (e AssistantMessageEvent) MarshalJSON() ([]byte, error) {
+	type plain AssistantMessageEvent
+	if !HasContentIndex(e.Type) {
+		return json.Marshal(plain(e))
+	}
+	return json.Marshal(struct {
+		plain
+		ContentIndex int `json:"contentIndex"`
+	}{plain(e), e.ContentIndex})
 }
 
 // AgentMessage is a message in pi's history (user, assistant or toolResult).
@@ -163,6 +202,12 @@ type AgentMessage struct {
 	ToolName     string          `json:"toolName,omitempty"`
 	IsError      bool            `json:"isError,omitempty"`
 	Timestamp    int64           `json:"timestamp,omitempty"`
+
+	// Assistant messages: which model answered and what it cost.
+	API      string          `json:"api,omitempty"`
+	Provider string          `json:"provider,omitempty"`
+	Model    string          `json:"model,omitempty"`
+	Usage    json.RawMessage `json:"usage,omitempty"`
 }
 
 // ContentBlock is one block of a message's content.
@@ -236,6 +281,45 @@ func IsDialog(method string) bool {
 		return true
 	}
 	return false
+}
+
+// Model is pi's model description (get_state's model,
+// get_available_models), as far as the daemon reads it.
+type Model struct {
+	ID            string   `json:"id"`
+	Name          string   `json:"name,omitempty"`
+	API           string   `json:"api,omitempty"`
+	Provider      string   `json:"provider,omitempty"`
+	BaseURL       string   `json:"baseUrl,omitempty"`
+	Reasoning     bool     `json:"reasoning,omitempty"`
+	Input         []string `json:"input,omitempty"` // "text", "image"
+	ContextWindow int      `json:"contextWindow,omitempty"`
+	MaxTokens     int      `json:"maxTokens,omitempty"`
+}
+
+// AcceptsImages reports whether the model takes image input.
+func (m *Model) AcceptsImages() bool {
+	if m == nil {
+		return false
+	}
+	for _, in := range m.Input {
+		if in == "image" {
+			return true
+		}
+	}
+	return false
+}
+
+// SessionState is the data of pi's get_state response (the fields the
+// daemon reads).
+type SessionState struct {
+	Model         *Model `json:"model,omitempty"`
+	ThinkingLevel string `json:"thinkingLevel,omitempty"`
+	IsStreaming   bool   `json:"isStreaming"`
+	IsCompacting  bool   `json:"isCompacting"`
+	SessionID     string `json:"sessionId,omitempty"`
+	SessionName   string `json:"sessionName,omitempty"`
+	MessageCount  int    `json:"messageCount"`
 }
 
 // ToolResult is pi's tool result shape: {content:[blocks], details?}.

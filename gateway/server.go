@@ -75,6 +75,9 @@ type Options struct {
 	// Mounts are extra handlers (the ACP mount, the debug endpoints) served
 	// behind the same gates: path prefix -> handler.
 	Mounts map[string]http.Handler
+	// CORSMounts are the prefixes of Mounts served with the guard's CORS
+	// layer too (the ACP mount).
+	CORSMounts []string
 	// Props adds props options to gateway actors (the inspector); kind is sse or ws.
 	Props func(kind, sessionID string) []actor.PropsOption
 }
@@ -111,6 +114,9 @@ func New(o Options) *Server {
 		log.Error("panic in handler", "path", c.Request().URL.Path, "err", err, "stack", string(stack))
 		return err
 	}}))
+	// CORS for the mounts that want it runs before authentication, so that a
+	// browser client can read a 401 too.
+	e.Use(s.corsMounts())
 	e.Use(s.guard.Middleware(isPublic))
 	s.e = e
 	s.routes()
@@ -183,6 +189,26 @@ func (s *Server) routes() {
 		p := strings.TrimSuffix(prefix, "/")
 		e.Any(p, wrapped)
 		e.Any(p+"/*", wrapped)
+	}
+}
+
+func (s *Server) corsMounts() echo.MiddlewareFunc {
+	cors := s.guard.CORS()
+	var prefixes []string
+	for _, p := range s.opts.CORSMounts {
+		prefixes = append(prefixes, strings.TrimSuffix(p, "/"))
+	}
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		withCORS := cors(next)
+		return func(c echo.Context) error {
+			path := c.Request().URL.Path
+			for _, p := range prefixes {
+				if path == p || strings.HasPrefix(path, p+"/") {
+					return withCORS(c)
+				}
+			}
+			return next(c)
+		}
 	}
 }
 

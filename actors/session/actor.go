@@ -476,7 +476,9 @@ func (s *sessionActor) send(ctx actor.Context, v any, expect bool) {
 }
 
 func (s *sessionActor) becomeReady(ctx actor.Context) {
-	if s.ready {
+	// A late answer (get_commands after the agent was stopped, or after the
+	// session ended) must not revive anything.
+	if s.ready || s.agent == nil || s.status == StatusEnded {
 		return
 	}
 	s.ready = true
@@ -719,7 +721,11 @@ func (s *sessionActor) flush(ctx actor.Context) {
 			delete(s.subs, key)
 		}
 	}
-	s.final = false
+	if s.final {
+		// Nobody watches any more: an ended session may now linger and go.
+		s.final = false
+		s.armIdle(ctx)
+	}
 }
 
 func (s *sessionActor) subscribe(ctx actor.Context, m *pb.Subscribe) {

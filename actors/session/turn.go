@@ -25,13 +25,29 @@ type queued struct {
 }
 
 // turn is the turn in progress: one prompt command to the agent answering
-// every message that was queued when it started.
+// every message that was queued when it started, or a run the agent started
+// on its own (an extension, a retry after the turn had ended).
 type turn struct {
 	id        uint64
 	promptIDs []uint64
 	reqID     string
 	aborted   bool
 	started   time.Time
+
+	// The agent's runs (agent_start … agent_end) within the turn: a retry
+	// or a compaction after a failed run starts another one.
+	runs int
+	// retrying: the agent announced another run (auto_retry_start, an
+	// overflow compaction that will retry); the turn stays open.
+	retrying   bool
+	compacting bool // an overflow compaction after a failed run
+	retries    int  // retries the agent made (auto_retry_start attempts)
+	// settleID is the get_state sent as a barrier (see settle); settleFor
+	// says what its answer decides.
+	settleID  string
+	settleFor settleReason
+	// endErr is the error of the failed run being settled.
+	endErr string
 
 	// Streaming parts of the assistant message in progress.
 	msgN      int
@@ -101,8 +117,7 @@ func (s *sessionActor) maybeStartTurn(ctx actor.Context) {
 	}
 	batch := s.inbox
 	s.inbox = nil
-	s.turnID++
-	t := &turn{id: s.turnID, started: time.Now(), open: map[string]bool{}, tools: map[string]json.RawMessage{}}
+	t := s.newTurn()
 	var texts []string
 	var images []proc.ImageContent
 	var entries []store.Entry
@@ -131,6 +146,11 @@ func (s *sessionActor) endTurn(ctx actor.Context, stopReason, errorText string) 
 	t := s.turn
 	if t == nil {
 		return
+	}
+	if t.aborted && stopReason != "error" {
+		// Whatever the agent made of it, a turn the user cancelled answers
+		// cancelled (ACP requires it of session/cancel).
+		stopReason, errorText = "cancelled", ""
 	}
 	s.closeParts()
 	s.recordAssistant()
@@ -215,9 +235,19 @@ func (s *sessionActor) agentReply(ctx actor.Context, m *pb.AgentReply) {
 			s.log.Warn("get_commands failed; waiting for readiness", "err", r.Error)
 			return
 		}
+		if !s.announced {
+			// A plain pi agent: ask which model it runs (images or not)
+			// before any prompt goes out.
+			s.probeModel(ctx)
+		}
 		s.becomeReady(ctx)
+	case strings.HasPrefix(id, "model-"):
+		s.modelProbed(m)
+	case strings.HasPrefix(id, "settle-"):
+		s.settled(ctx, m)
 	case strings.HasPrefix(id, "prompt-"):
-		if m.GetFailed() || s.turn == nil || s.turn.reqID != id {
+		t := s.turn
+		if m.GetFailed() || t == nil || t.reqID != id {
 			return
 		}
 		var r proc.Response
@@ -233,6 +263,13 @@ func (s *sessionActor) agentReply(ctx actor.Context, m *pb.AgentReply) {
 				msg = "the agent refused the prompt"
 			}
 			s.endTurn(ctx, "error", msg)
+			return
+		}
+		if t.runs == 0 {
+			// Accepted, and no run has started: pi answers an extension
+			// command (or input an extension handled) this way, with no
+			// run at all. The barrier tells which.
+			s.settle(ctx, settleRun)
 		}
 	}
 }
@@ -313,6 +350,19 @@ func (s *sessionActor) agentReady(ctx actor.Context, line []byte) {
 }
 
 func (s *sessionActor) agentEvent(ctx actor.Context, typ string, line []byte) {
+	if typ == proc.EventMessageUpdate {
+		// The hot path (one line per token): pi repeats the whole message
+		// so far twice in every update; read only the delta.
+		var u messageUpdateLine
+		if err := json.Unmarshal(line, &u); err != nil {
+			s.diagnostic("invalid_line", typ+" is not a valid event: "+err.Error())
+			return
+		}
+		if s.turn != nil && u.Event != nil {
+			s.messageUpdate(u.event())
+		}
+		return
+	}
 	var ev proc.Event
 	if err := json.Unmarshal(line, &ev); err != nil {
 		s.diagnostic("invalid_line", typ+" is not a valid event: "+err.Error())
@@ -321,6 +371,20 @@ func (s *sessionActor) agentEvent(ctx actor.Context, typ string, line []byte) {
 	t := s.turn
 	switch typ {
 	case proc.EventAgentStart:
+		if t == nil {
+			if !s.ready {
+				return
+			}
+			t = s.startAgentTurn(ctx)
+		}
+		t.runs++
+		t.retrying = false
+		if t.aborted {
+			// The abort reached the agent before this run began (while the
+			// prompt was in preflight, or between a failure and its retry):
+			// this run is cancelled too.
+			s.send(ctx, proc.SimpleCommand{ID: s.reqID("abort"), Type: proc.CmdAbort}, false)
+		}
 	case proc.EventTurnStart:
 		if t != nil {
 			s.emitChat(map[string]any{"type": "start-step"})
@@ -333,10 +397,6 @@ func (s *sessionActor) agentEvent(ctx actor.Context, typ string, line []byte) {
 	case proc.EventMessageStart:
 		if t != nil && ev.Message != nil && ev.Message.Role == "assistant" {
 			t.msgN++
-		}
-	case proc.EventMessageUpdate:
-		if t != nil && ev.AssistantMessageEvent != nil {
-			s.messageUpdate(ev.AssistantMessageEvent)
 		}
 	case proc.EventMessageEnd:
 		if t != nil && ev.Message != nil && ev.Message.Role == "assistant" {
@@ -386,39 +446,68 @@ func (s *sessionActor) agentEvent(ctx actor.Context, typ string, line []byte) {
 			return
 		}
 		if ev.WillRetry {
+			t.retrying = true
 			return
 		}
-		stop, errText := "end_turn", ""
-		last := t.lastStop
-		lastErr := t.lastError
-		for i := len(ev.Messages) - 1; i >= 0; i-- {
-			if ev.Messages[i].Role == "assistant" {
-				last = ev.Messages[i].StopReason
-				lastErr = ev.Messages[i].ErrorMessage
-				break
-			}
-		}
-		switch {
-		case t.aborted || last == "aborted":
-			stop = "cancelled"
-		case last == "length":
-			stop = "max_tokens"
-		case last == "error":
-			stop = "error"
-			errText = lastErr
-			if errText == "" {
-				errText = "The model failed without saying why."
-			}
+		stop, errText := runOutcome(t, ev.Messages)
+		if stop == "error" {
+			// pi announces a retry (auto_retry_start) or an overflow
+			// compaction right after a failed agent_end, in the same write;
+			// the barrier's answer comes after either.
+			t.endErr = errText
+			s.settle(ctx, settleEnd)
+			return
 		}
 		s.endTurn(ctx, stop, errText)
+	case proc.EventAutoRetryStart:
+		s.emitAgentEvent(line)
+		if t != nil {
+			t.retrying = true
+			t.retries = ev.Attempt
+		}
+	case proc.EventAutoRetryEnd:
+		s.emitAgentEvent(line)
+		if t == nil {
+			return
+		}
+		t.retrying = false
+		if !ev.Success {
+			// The last attempt failed (or the user cancelled the wait): no
+			// run follows.
+			msg := ev.FinalError
+			if msg == "" {
+				msg = t.endErr
+			}
+			s.failRun(ctx, msg, ev.Attempt)
+		}
+	case proc.EventCompactionStart, proc.EventAutoCompactionStart:
+		s.emitAgentEvent(line)
+		if t != nil && t.settleID != "" && t.settleFor == settleEnd && ev.Reason == "overflow" {
+			// The failed run overflowed the context: pi compacts and runs again.
+			t.retrying, t.compacting = true, true
+		}
+	case proc.EventCompactionEnd, proc.EventAutoCompactionEnd:
+		s.emitAgentEvent(line)
+		if t != nil && t.compacting {
+			t.compacting = false
+			if !ev.WillRetry {
+				t.retrying = false
+				msg := ev.ErrorMessage
+				if msg == "" {
+					msg = t.endErr
+				}
+				s.failRun(ctx, msg, t.retries)
+			}
+		}
 	case proc.EventSessionInfoChanged:
 		if ev.Name != "" {
 			s.setTitle(ev.Name)
 		}
-	case proc.EventQueueUpdate, proc.EventCompactionStart, proc.EventCompactionEnd,
-		proc.EventAutoCompactionStart, proc.EventAutoCompactionEnd, proc.EventAutoRetryStart,
-		proc.EventAutoRetryEnd, proc.EventExtensionError, proc.EventThinkingLevelChanged:
-		s.emitChat(map[string]any{"type": "data-agent-event", "data": json.RawMessage(line), "transient": true})
+	case proc.EventExtensionError:
+		s.log.Warn("agent extension error", "extension", ev.ExtensionPath, "event", ev.Event, "error", ev.Error)
+		s.emitAgentEvent(line)
+	case proc.EventQueueUpdate, proc.EventThinkingLevelChanged:
+		s.emitAgentEvent(line)
 	default:
 		s.log.Debug("agent line of unknown type ignored", "type", typ)
 	}

@@ -40,12 +40,17 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 	}
 	defer st.Close()
 
+	// --dev: the mailbox inspector (nil, and free, otherwise).
+	dev := newDevMode(f, log)
+	defer dev.close()
+
 	rt, err := surfaced.New(surfaced.Config{
 		Store:          st,
 		Agents:         specs,
 		Limits:         f.SessionLimits(),
 		Logger:         log,
 		WorkspaceRoots: f.WorkspaceRoots,
+		Props:          dev.runtimeProps(),
 	})
 	if err != nil {
 		return &exitError{code: 2, err: err}
@@ -77,12 +82,22 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 		return &exitError{code: 2, err: err}
 	}
 	defer g.Close()
+	if err := dev.attach(rt, g); err != nil {
+		ln.Close()
+		return &exitError{code: 1, err: err}
+	}
 
 	gl := f.GatewayLimits()
+	// The ACP mount for editors (nil, and free, when acp.enabled is false).
+	acp := newACPMount(f, rt, g, gl, dev.gatewayProps(), log)
 	srv := gateway.New(gateway.Options{
 		Runtime: rt,
 		Guard:   g,
 		Logger:  log,
+		Props:   dev.gatewayProps(),
+		Mounts:  dev.mount(acp.mounts()),
+		// CORS for the ACP mount: loopback and browser_origins may read it.
+		CORSMounts: acp.corsMounts(),
 		Limits: gateway.Limits{
 			BodyBytes:          gl.BodyBytes,
 			PromptBodyBytes:    gl.PromptBodyBytes,
@@ -100,6 +115,10 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
+	// The inspector's streams end first, or Shutdown would wait for them.
+	hs.RegisterOnShutdown(dev.close)
+	// ACP streams end after the sessions said their last (cancelled prompts).
+	hs.RegisterOnShutdown(acp.close)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 

@@ -65,6 +65,8 @@ prints the URL to open (it carries a per-launch token).`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(runCmd(), serveCmd(), versionCmd())
+	root.AddCommand(inspectCmd())
+	root.AddCommand(acpCmd())
 	return root
 }
 

@@ -10,6 +10,7 @@
 //	tools N    N concurrent surface_command demo increment
 //	burst N    N text deltas at once
 //	ask        open a confirm dialog and report the answer
+//	asktext    open an input dialog and report the answer
 //	state K V  state_set K to the JSON V
 //	badline    write a line that is not JSON, then answer
 //	fail       end with stopReason error
@@ -225,12 +226,15 @@ func text(s string) map[string]any {
 	return map[string]any{"role": "assistant", "content": []map[string]string{{"type": "text", "text": s}}, "stopReason": "stop"}
 }
 
+// idle marks the agent ready for the next prompt; it runs before agent_end is
+// written, so a prompt sent in answer to agent_end is accepted (as pi does).
+func idle() {
+	mu.Lock()
+	busy = false
+	mu.Unlock()
+}
+
 func turn(msg string, stop chan struct{}) {
-	defer func() {
-		mu.Lock()
-		busy = false
-		mu.Unlock()
-	}()
 	write(map[string]any{"type": "agent_start"})
 	write(map[string]any{"type": "turn_start"})
 	write(map[string]any{"type": "message_start", "message": map[string]any{"role": "assistant", "content": []any{}}})
@@ -274,6 +278,9 @@ func turn(msg string, stop chan struct{}) {
 		write(map[string]any{"type": "tool_execution_end", "toolCallId": "t1", "toolName": "increment",
 			"result": map[string]any{"content": []map[string]string{{"type": "text", "text": string(res)}}}, "isError": false})
 		reply = "tool said " + string(res)
+	case strings.Contains(lower, "asktext"):
+		res := request(map[string]any{"type": "extension_ui_request", "method": "input", "title": "Your name?"})
+		reply = "dialog said " + string(res)
 	case strings.Contains(lower, "ask"):
 		res := request(map[string]any{"type": "extension_ui_request", "method": "confirm", "title": "Proceed?", "message": "Really?"})
 		reply = "dialog said " + string(res)
@@ -290,6 +297,7 @@ func turn(msg string, stop chan struct{}) {
 			select {
 			case <-stop:
 				write(map[string]any{"type": "message_end", "message": map[string]any{"role": "assistant", "content": []any{}, "stopReason": "aborted"}})
+				idle()
 				write(map[string]any{"type": "agent_end", "messages": []any{map[string]any{"role": "assistant", "stopReason": "aborted"}}})
 				return
 			case <-time.After(25 * time.Millisecond):
@@ -311,5 +319,6 @@ func turn(msg string, stop chan struct{}) {
 	}
 	write(map[string]any{"type": "message_end", "message": final})
 	write(map[string]any{"type": "turn_end"})
+	idle()
 	write(map[string]any{"type": "agent_end", "messages": []any{final}})
 }

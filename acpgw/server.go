@@ -1,0 +1,498 @@
+package acpgw
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/surfaced/surfaced"
+	"github.com/surfaced/surfaced/gateway/guard"
+)
+
+// HTTP headers of the transport.
+const (
+	HeaderConnectionID = "Acp-Connection-Id"
+	HeaderSessionID    = "Acp-Session-Id"
+	// HeaderAgent names the agent a connection talks to (surfaced acp --agent).
+	HeaderAgent = "Surfaced-Agent"
+)
+
+// Defaults of Options.
+const (
+	DefaultPath                = "/acp"
+	DefaultMaxBufferedMessages = 1000
+	DefaultKeepAlive           = 15 * time.Second
+	DefaultIdleTimeout         = 5 * time.Minute
+	DefaultBodyBytes           = 32 << 20
+	DefaultSessionsPerSubject  = 100
+	DefaultSessionsTotal       = 1000
+)
+
+// AgentInfo is what initialize reports as agentInfo.
+type AgentInfo struct {
+	Name    string `json:"name"`
+	Title   string `json:"title,omitempty"`
+	Version string `json:"version"`
+}
+
+// Revoker ends a stream's context when its credential is revoked
+// (*guard.Guard implements it).
+type Revoker interface {
+	Context(parent context.Context, id guard.Identity) (context.Context, context.CancelFunc)
+}
+
+// Options configure a Server. Only Runtime is required; the zero value of
+// every other field takes its default.
+type Options struct {
+	Runtime *surfaced.Runtime
+	Logger  *slog.Logger
+	// Path is where the mount is served ("/acp"); Path+"/" is served too.
+	Path string
+	// AgentInfo replaces the default {surfaced, surfaced, <build version>}
+	// whole when its Name is set.
+	AgentInfo AgentInfo
+	// WithholdToolPayloads withholds tool inputs, outputs and error
+	// messages from editors (config acp.tool_call_payloads: false).
+	WithholdToolPayloads bool
+	// MaxBufferedMessages bounds the messages one connection holds for
+	// streams nobody reads; past it the connection is closed (1000).
+	MaxBufferedMessages int
+	// KeepAlive is the interval of the SSE ":" comment (15 s).
+	KeepAlive time.Duration
+	// IdleTimeout closes a connection that has had no stream reader and no
+	// request for this long (5 min): its client is gone.
+	IdleTimeout time.Duration
+	// BodyBytes bounds a POST body, images included (32 MiB).
+	BodyBytes int64
+	// SessionsPerSubject and SessionsTotal bound session/new as the HTTP
+	// API bounds POST /api/sessions (100, 1000).
+	SessionsPerSubject int
+	SessionsTotal      int
+	// Revoker, when set, ends the streams of a revoked token.
+	Revoker Revoker
+	// Props adds props options to the session gateway actors (the inspector).
+	Props func(kind, sessionID string) []actor.PropsOption
+}
+
+// Server is the ACP mount: the Streamable HTTP transport and the session
+// gateway actors behind it. Its Handler expects to run behind the guard
+// (Host and Origin gates, authentication, CORS), which puts the caller's
+// identity in the request context.
+type Server struct {
+	rt          *surfaced.Runtime
+	log         *slog.Logger
+	opts        Options
+	path        string
+	info        AgentInfo
+	maxBuffered int
+	keepAlive   time.Duration
+	events      *eventCounter
+	callPrefix  string // random per run: the gateway's request ids
+	callSeq     atomic.Uint64
+
+	mu         sync.Mutex
+	closing    bool
+	conns      map[string]*conn
+	tombstones map[string]tombstone
+	tombOrder  []string
+	stop       chan struct{}
+	stopped    chan struct{}
+}
+
+// tombstone remembers why a connection closed, so that a late request learns
+// the reason instead of a bare "unknown".
+type tombstone struct {
+	reason string
+	at     time.Time
+}
+
+const maxTombstones = 1024
+
+// New builds the mount and starts its idle reaper (stopped by Close).
+func New(o Options) *Server {
+	if o.Runtime == nil {
+		panic("acpgw: Options.Runtime is required")
+	}
+	log := o.Logger
+	if log == nil {
+		log = o.Runtime.Logger()
+	}
+	s := &Server{rt: o.Runtime, log: log.With("component", "acp"), opts: o, conns: map[string]*conn{},
+		tombstones: map[string]tombstone{}, stop: make(chan struct{}), stopped: make(chan struct{})}
+	s.path = strings.TrimSuffix(o.Path, "/")
+	if s.path == "" {
+		s.path = DefaultPath
+	}
+	s.info = o.AgentInfo
+	if s.info.Name == "" {
+		s.info = AgentInfo{Name: "surfaced", Title: "surfaced", Version: surfaced.Version}
+	}
+	s.maxBuffered = o.MaxBufferedMessages
+	if s.maxBuffered <= 0 {
+		s.maxBuffered = DefaultMaxBufferedMessages
+	}
+	s.keepAlive = o.KeepAlive
+	if s.keepAlive <= 0 {
+		s.keepAlive = DefaultKeepAlive
+	}
+	if s.opts.IdleTimeout <= 0 {
+		s.opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if s.opts.BodyBytes <= 0 {
+		s.opts.BodyBytes = DefaultBodyBytes
+	}
+	if s.opts.SessionsPerSubject <= 0 {
+		s.opts.SessionsPerSubject = DefaultSessionsPerSubject
+	}
+	if s.opts.SessionsTotal <= 0 {
+		s.opts.SessionsTotal = DefaultSessionsTotal
+	}
+	s.events = newEventCounter(o.Runtime.Registry())
+	s.callPrefix = newConnID()[:8]
+	go s.reap()
+	return s
+}
+
+// Path is the mount path.
+func (s *Server) Path() string { return s.path }
+
+// Handler serves the mount.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+
+func (s *Server) sys() *actor.ActorSystem { return s.rt.System() }
+
+// Close ends every connection (their readers get what is queued, then the
+// streams end) and stops the reaper. Sessions live on. Call it after the
+// runtime's Shutdown, so that held prompts were answered "cancelled" first.
+func (s *Server) Close(ctx context.Context) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return
+	}
+	s.closing = true
+	conns := make([]*conn, 0, len(s.conns))
+	for _, c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	close(s.stop)
+	for _, c := range conns {
+		c.answerPending()
+	}
+	for _, c := range conns {
+		// Let readers take what was said last (cancelled prompts).
+		c.waitDrained(ctx, 2*time.Second)
+		c.close("the daemon is shutting down", false)
+	}
+	<-s.stopped
+}
+
+// reap closes connections whose client is gone: no stream reader and no
+// request for IdleTimeout.
+func (s *Server) reap() {
+	defer close(s.stopped)
+	every := s.opts.IdleTimeout / 4
+	if every > 30*time.Second {
+		every = 30 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			s.mu.Lock()
+			var idle []*conn
+			for _, c := range s.conns {
+				c.mu.Lock()
+				if c.readers == 0 && now.Sub(c.lastActive) > s.opts.IdleTimeout {
+					idle = append(idle, c)
+				}
+				c.mu.Unlock()
+			}
+			s.mu.Unlock()
+			for _, c := range idle {
+				c.close(fmt.Sprintf("abandoned: no stream reader and no request for %s", s.opts.IdleTimeout), true)
+			}
+		}
+	}
+}
+
+func (s *Server) register(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.conns[c.id] = c
+	return true
+}
+
+// forget drops a closed connection, keeping its reason for late requests.
+func (s *Server) forget(c *conn, reason string, broken bool) {
+	s.mu.Lock()
+	if s.conns[c.id] == c {
+		delete(s.conns, c.id)
+	}
+	s.tombstones[c.id] = tombstone{reason: reason, at: time.Now()}
+	s.tombOrder = append(s.tombOrder, c.id)
+	for len(s.tombOrder) > maxTombstones {
+		delete(s.tombstones, s.tombOrder[0])
+		s.tombOrder = s.tombOrder[1:]
+	}
+	s.mu.Unlock()
+	ev := ConnectionClosed{ConnectionID: c.id}
+	if broken {
+		ev.Fault = reason
+		s.log.Warn("acp connection closed", "connection", c.id, "subject", c.subject, "fault", reason)
+	} else {
+		s.log.Info("acp connection closed", "connection", c.id, "subject", c.subject, "reason", reason)
+	}
+	s.publish(ev)
+}
+
+// lookup finds the connection a request names; it answers the request itself
+// (400, 404, 403) and returns nil when it cannot be used.
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id guard.Identity) *conn {
+	cid := r.Header.Get(HeaderConnectionID)
+	if cid == "" {
+		textError(w, http.StatusBadRequest, "Missing "+HeaderConnectionID+": POST initialize without it to open a connection, then send its id on every request.")
+		return nil
+	}
+	s.mu.Lock()
+	c := s.conns[cid]
+	ts, dead := s.tombstones[cid]
+	s.mu.Unlock()
+	if c == nil {
+		if dead {
+			textError(w, http.StatusNotFound, "Unknown "+HeaderConnectionID+": the connection was closed ("+ts.reason+"); initialize a new one.")
+		} else {
+			textError(w, http.StatusNotFound, "Unknown "+HeaderConnectionID+": initialize a new connection.")
+		}
+		return nil
+	}
+	if c.subject != id.Subject {
+		s.log.Warn("acp connection used by another subject", "connection", c.id, "owner", c.subject, "subject", id.Subject, "remote", r.RemoteAddr)
+		textError(w, http.StatusForbidden, "This connection belongs to another identity; initialize your own.")
+		return nil
+	}
+	if closed, _ := c.isClosed(); closed {
+		textError(w, http.StatusNotFound, "Unknown "+HeaderConnectionID+": the connection is closing.")
+		return nil
+	}
+	return c
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != s.path && r.URL.Path != s.path+"/" {
+		textError(w, http.StatusNotFound, "Not Found: the ACP endpoint is "+s.path)
+		return
+	}
+	id, ok := guard.IdentityFromContext(r.Context())
+	if !ok {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		textError(w, http.StatusUnauthorized, "Unauthorized: send Authorization: Bearer <token>.")
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		s.post(w, r, id)
+	case http.MethodGet:
+		s.get(w, r, id)
+	case http.MethodDelete:
+		if c := s.lookup(w, r, id); c != nil {
+			c.close("closed by the client", false)
+			w.WriteHeader(http.StatusAccepted)
+		}
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		textError(w, http.StatusMethodNotAllowed, "Method Not Allowed: the ACP endpoint takes POST, GET and DELETE.")
+	}
+}
+
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
+}
+
+func (s *Server) post(w http.ResponseWriter, r *http.Request, id guard.Identity) {
+	if !isJSON(r.Header.Get("Content-Type")) {
+		textError(w, http.StatusUnsupportedMediaType, "Unsupported Media Type: send one JSON-RPC message with Content-Type: application/json.")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.BodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			textError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request Entity Too Large: a message may have at most %d bytes.", s.opts.BodyBytes))
+			return
+		}
+		textError(w, http.StatusBadRequest, "The body could not be read.")
+		return
+	}
+	m, err := parseMessage(body)
+	if errors.Is(err, errBatch) {
+		textError(w, http.StatusNotImplemented, "Not Implemented: JSON-RPC batches are not supported; send one message per POST.")
+		return
+	}
+	if err != nil {
+		textError(w, http.StatusBadRequest, "Invalid JSON-RPC message: "+err.Error()+".")
+		return
+	}
+	if m.kind == kindRequest && m.method == "initialize" {
+		if r.Header.Get(HeaderConnectionID) != "" {
+			textError(w, http.StatusBadRequest, "initialize is not allowed on an existing connection; POST it without "+HeaderConnectionID+" to open a new one.")
+			return
+		}
+		s.initialize(w, r, m, id)
+		return
+	}
+	c := s.lookup(w, r, id)
+	if c == nil {
+		return
+	}
+	c.touch()
+	header := r.Header.Get(HeaderSessionID)
+	if len(header) > maxSessionIDLen {
+		textError(w, http.StatusBadRequest, fmt.Sprintf("%s is longer than %d bytes.", HeaderSessionID, maxSessionIDLen))
+		return
+	}
+	if m.kind == kindResponse {
+		// An answer to a request the gateway sent on a session stream
+		// names that session.
+		if sid, ok := c.callSession(m.id); ok && sid != "" {
+			if header == "" {
+				textError(w, http.StatusBadRequest, "Missing "+HeaderSessionID+": the request this answers went out on session "+sid+"'s stream.")
+				return
+			}
+			if header != sid {
+				textError(w, http.StatusBadRequest, "Mismatched "+HeaderSessionID+": the request this answers went out on another session's stream.")
+				return
+			}
+		}
+		if cc, ok := c.takeCall(m.id); ok {
+			cc.answer(m.result, m.err)
+		} else {
+			s.log.Debug("acp answer to no pending request dropped", "connection", c.id, "id", string(m.id))
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	paramsSession, hasParamsSession := sessionIDOf(m.params)
+	if (sessionScoped(m.method) || hasParamsSession) && header == "" {
+		textError(w, http.StatusBadRequest, "Missing "+HeaderSessionID+": "+m.method+" is session-scoped; send the session id in the header too.")
+		return
+	}
+	if header != "" && hasParamsSession && header != paramsSession {
+		textError(w, http.StatusBadRequest, "Mismatched "+HeaderSessionID+": the header and params.sessionId name different sessions.")
+		return
+	}
+	if m.kind == kindRequest {
+		routeTo := header
+		if m.method == "session/load" {
+			// The load answer goes to the connection stream (the RFD), after
+			// the replay on the session stream.
+			routeTo = ""
+		}
+		c.route(m.id, m.method, routeTo)
+	}
+	s.dispatch(c, m, r.Header)
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// sessionIDOf reads params.sessionId when it is a string.
+func sessionIDOf(params json.RawMessage) (string, bool) {
+	if len(params) == 0 {
+		return "", false
+	}
+	var p struct {
+		SessionID *json.RawMessage `json:"sessionId"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.SessionID == nil {
+		return "", false
+	}
+	var sid string
+	if json.Unmarshal(*p.SessionID, &sid) != nil {
+		return "", false
+	}
+	return sid, true
+}
+
+// sessionScoped are the methods whose POST must name their session in
+// Acp-Session-Id (the TypeScript SDK's list).
+func sessionScoped(method string) bool {
+	switch method {
+	case "session/prompt", "session/cancel", "session/load", "session/resume", "session/close",
+		"session/set_mode", "session/set_config_option", "session/delete", "session/fork", "session/set_model":
+		return true
+	}
+	return false
+}
+
+const maxSessionIDLen = 128
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request, id guard.Identity) {
+	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		textError(w, http.StatusUpgradeRequired, "WebSocket is not served here; read the SSE streams (GET with Accept: text/event-stream).")
+		return
+	}
+	if !acceptsEventStream(r.Header.Values("Accept")) {
+		textError(w, http.StatusNotAcceptable, "Not Acceptable: the ACP streams are text/event-stream; send Accept: text/event-stream.")
+		return
+	}
+	c := s.lookup(w, r, id)
+	if c == nil {
+		return
+	}
+	sessionID := r.Header.Get(HeaderSessionID)
+	if len(sessionID) > maxSessionIDLen {
+		textError(w, http.StatusBadRequest, fmt.Sprintf("%s is longer than %d bytes.", HeaderSessionID, maxSessionIDLen))
+		return
+	}
+	st, ok := c.lease(sessionID)
+	if !ok {
+		if closed, _ := c.isClosed(); closed {
+			textError(w, http.StatusNotFound, "Unknown "+HeaderConnectionID+": the connection is closing.")
+			return
+		}
+		textError(w, http.StatusConflict, "Conflict: this stream already has an active reader.")
+		return
+	}
+	s.serveStream(w, r, c, st, id)
+}
+
+func acceptsEventStream(values []string) bool {
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err == nil && mt == "text/event-stream" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// textError answers with a plain-text sentence, as the TypeScript SDK's
+// server does (its client shows the body).
+func textError(w http.ResponseWriter, status int, msg string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, msg+"\n")
+}

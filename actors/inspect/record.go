@@ -1,0 +1,240 @@
+package inspect
+
+import (
+	"math"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// mailbox is an actor's real mailbox with its posts counted. Posts pass
+// through it; the message loop stays the inner mailbox's, which calls the
+// actor context through the invoker installed at registration.
+type mailbox struct {
+	actor.Mailbox
+	r *record
+}
+
+func (m *mailbox) PostUserMessage(msg any) {
+	m.r.posted.Add(1)
+	m.Mailbox.PostUserMessage(msg)
+}
+
+// RegisterHandlers is where protoactor hands the mailbox its actor context,
+// after the process is in the registry: the record learns its PID, becomes
+// visible, and wraps the context to time each message.
+func (m *mailbox) RegisterHandlers(inv actor.MessageInvoker, d actor.Dispatcher) {
+	c, ok := inv.(actor.Context)
+	if !ok || c.Self() == nil {
+		m.Mailbox.RegisterHandlers(inv, d)
+		return
+	}
+	r := m.r
+	r.pid = c.Self()
+	r.id = r.pid.Id
+	r.started = time.Now().UTC()
+	r.sys = c.ActorSystem()
+	r.proc, _ = r.sys.ProcessRegistry.GetLocal(r.id)
+	r.in.add(r)
+	m.Mailbox.RegisterHandlers(&invoker{inner: inv, r: r}, d)
+}
+
+// invoker sits between the mailbox's message loop and the actor context.
+type invoker struct {
+	inner actor.MessageInvoker
+	r     *record
+}
+
+func (v *invoker) InvokeUserMessage(msg any) {
+	r := v.r
+	// Messages still waiting behind this one.
+	r.kind.depth.Observe(float64(r.mb.UserMessageCount()))
+	start := r.in.clock()
+	r.begin(msg, start, true)
+	v.inner.InvokeUserMessage(msg)
+	r.done(start, true)
+}
+
+// InvokeSystemMessage times lifecycle work too (Started, stopping, a child's
+// Terminated): it shows as the current message, but is not counted as
+// posted or processed, which are user messages.
+func (v *invoker) InvokeSystemMessage(msg any) {
+	r := v.r
+	if _, ok := msg.(*actor.Restart); ok {
+		r.kind.restarts.Inc()
+	}
+	start := r.in.clock()
+	r.begin(msg, start, false)
+	v.inner.InvokeSystemMessage(msg)
+	r.done(start, false)
+	switch msg.(type) {
+	case *actor.Stop, *actor.Terminated:
+		// A stop completes while handling one of these (the actor's own Stop,
+		// or its last child's Terminated): then its process is gone.
+		if !r.alive() {
+			r.in.remove(r)
+		}
+	}
+}
+
+// EscalateFailure is called by the mailbox after a handler panicked: the
+// message is no longer being handled (the supervisor decides what next).
+func (v *invoker) EscalateFailure(reason, message any) {
+	v.r.failed()
+	v.inner.EscalateFailure(reason, message)
+}
+
+// sample is one handled message: when it ended (ms since the inspector's
+// epoch, wrapping after 49 days, which only matters for an actor idle that
+// long) and how long its handler ran (µs, capped).
+type sample struct {
+	endMS uint32
+	durUS uint32
+}
+
+// record is the live state of one inspected actor. The counters are atomic
+// (posts come from any goroutine); the rest changes on the actor's own
+// goroutine under mu, which snapshots take briefly (never contended
+// otherwise: one message runs at a time).
+type record struct {
+	in      *Inspector
+	kind    *kindStats
+	session string
+	domain  string
+	mb      actor.Mailbox // the inner mailbox: queue length
+
+	// Set once at registration, before the record is published.
+	pid     *actor.PID
+	id      string
+	started time.Time
+	sys     *actor.ActorSystem
+	proc    actor.Process
+
+	posted    atomic.Uint64
+	processed atomic.Uint64
+
+	mu       sync.Mutex
+	cur      reflect.Type  // message being handled, nil when idle
+	curSince time.Duration // on the inspector's clock
+	curUser  bool
+	samples  []sample // ring of the last len(samples) handled messages
+	n        uint64   // samples written
+}
+
+func (r *record) begin(msg any, start time.Duration, user bool) {
+	if env, ok := msg.(*actor.MessageEnvelope); ok {
+		msg = env.Message
+	}
+	t := reflect.TypeOf(msg)
+	r.mu.Lock()
+	r.cur = t
+	r.curSince = start
+	r.curUser = user
+	r.mu.Unlock()
+}
+
+func (r *record) done(start time.Duration, user bool) {
+	end := r.in.clock()
+	d := end - start
+	r.mu.Lock()
+	r.cur = nil
+	if user {
+		r.samples[r.n%uint64(len(r.samples))] = sample{endMS: uint32(end.Milliseconds()), durUS: clampUS(d)}
+		r.n++
+	}
+	r.mu.Unlock()
+	if user {
+		r.processed.Add(1)
+		r.kind.handling.Observe(d.Seconds())
+	}
+}
+
+// failed ends the current message after its handler panicked.
+func (r *record) failed() {
+	r.mu.Lock()
+	cur, since, user := r.cur, r.curSince, r.curUser
+	r.mu.Unlock()
+	if cur != nil {
+		r.done(since, user)
+	}
+}
+
+func clampUS(d time.Duration) uint32 {
+	us := d.Microseconds()
+	if us > math.MaxUint32 {
+		return math.MaxUint32
+	}
+	if us < 0 {
+		return 0
+	}
+	return uint32(us)
+}
+
+// alive reports whether the actor's process is still the registered one.
+func (r *record) alive() bool {
+	p, ok := r.sys.ProcessRegistry.GetLocal(r.id)
+	return ok && p == r.proc
+}
+
+// snapshot reads the record at now.
+func (r *record) snapshot(now time.Time, buf []uint32) Actor {
+	processed := r.processed.Load()
+	a := Actor{
+		ID:        r.id,
+		Kind:      r.kind.name,
+		Session:   r.session,
+		Domain:    r.domain,
+		Depth:     r.mb.UserMessageCount(),
+		Processed: processed,
+		Started:   r.started,
+	}
+	a.Posted = r.posted.Load()
+	nowMS := uint32(now.Sub(r.in.epoch).Milliseconds())
+	ageMS := uint32(r.in.age.Milliseconds())
+
+	r.mu.Lock()
+	if r.cur != nil {
+		a.Current = r.cur.String()
+		ms := (now.Sub(r.in.epoch) - r.curSince).Milliseconds()
+		if ms < 0 {
+			ms = 0
+		}
+		a.CurrentForMS = &ms
+	}
+	count := r.n
+	if count > uint64(len(r.samples)) {
+		count = uint64(len(r.samples))
+	}
+	buf = buf[:0]
+	for i := uint64(0); i < count; i++ {
+		s := r.samples[i]
+		// Wrapping arithmetic: the sample's age in ms.
+		if nowMS-s.endMS <= ageMS {
+			buf = append(buf, s.durUS)
+		}
+	}
+	r.mu.Unlock()
+	a.P50US, a.P99US = percentiles(buf)
+	return a
+}
+
+// percentiles returns the nearest-rank 50th and 99th percentiles of v
+// (sorted in place); zeros when v is empty.
+func percentiles(v []uint32) (p50, p99 int64) {
+	if len(v) == 0 {
+		return 0, 0
+	}
+	slices.Sort(v)
+	rank := func(p float64) int64 {
+		i := int(math.Ceil(p*float64(len(v)))) - 1
+		if i < 0 {
+			i = 0
+		}
+		return int64(v[i])
+	}
+	return rank(0.50), rank(0.99)
+}
