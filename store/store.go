@@ -3,6 +3,9 @@
 //
 // The session actor and its domain actors are the only writers of a session's
 // rows; the store does not arbitrate between writers, it keeps what they wrote.
+// Between nodes sharing a store, a Leaser's leases say which node's actors
+// those are, and a write fenced with WithFence fails once the session's lease
+// has moved on, so that a stale node cannot commit.
 // A KV write never lowers a key's rev: PutKV ignores an entry whose rev is not
 // above the stored one, so a late write-behind can never move a key backwards.
 package store
@@ -28,8 +31,12 @@ var ErrBadCursor = errors.New("store: malformed cursor")
 
 // ErrInvalid is wrapped by the error returned for an argument the store
 // refuses before touching anything: an empty or over-long session id, a
-// session without owner, a KV entry without key, a rev above math.MaxInt64,
-// bytes that should be JSON and are not, a negative list limit.
+// session without owner, a KV entry without key, a rev, turn or prompt id
+// above math.MaxInt64, bytes that should be JSON and are not, a negative
+// list limit, a lease without node or with a ttl under a millisecond.
+//
+// Every other string (owner, title, transcript text, KV key, ...) is kept
+// byte for byte, NUL and invalid UTF-8 included.
 var ErrInvalid = errors.New("store: invalid argument")
 
 // ErrClosed is returned by every method called after Close.
@@ -42,16 +49,18 @@ const MaxSessionIDLen = 128
 // session id a store accepts. Ids are opaque strings chosen by the caller:
 // 1 to MaxSessionIDLen bytes of UTF-8 without NUL (which SQL text columns
 // cannot all hold).
-func CheckSessionID(id string) error {
+func CheckSessionID(id string) error { return checkName("session id", id, MaxSessionIDLen) }
+
+func checkName(what, name string, maxLen int) error {
 	switch {
-	case id == "":
-		return fmt.Errorf("%w: empty session id", ErrInvalid)
-	case len(id) > MaxSessionIDLen:
-		return fmt.Errorf("%w: session id is %d bytes, more than %d", ErrInvalid, len(id), MaxSessionIDLen)
-	case !utf8.ValidString(id):
-		return fmt.Errorf("%w: session id %q is not UTF-8", ErrInvalid, id)
-	case strings.IndexByte(id, 0) >= 0:
-		return fmt.Errorf("%w: session id %q contains NUL", ErrInvalid, id)
+	case name == "":
+		return fmt.Errorf("%w: empty %s", ErrInvalid, what)
+	case len(name) > maxLen:
+		return fmt.Errorf("%w: %s is %d bytes, more than %d", ErrInvalid, what, len(name), maxLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: %s %q is not UTF-8", ErrInvalid, what, name)
+	case strings.IndexByte(name, 0) >= 0:
+		return fmt.Errorf("%w: %s %q contains NUL", ErrInvalid, what, name)
 	}
 	return nil
 }
@@ -101,8 +110,8 @@ type Entry struct {
 	ToolResult []byte // JSON
 	IsError    bool
 	Via        string    // browser, acp, agent
-	TurnID     uint64    // the turn that produced (or, for user entries, answered) the entry
-	PromptID   uint64    // user entries: the prompt's id in its session
+	TurnID     uint64    // the turn that produced (or, for user entries, answered) the entry; at most math.MaxInt64
+	PromptID   uint64    // user entries: the prompt's id in its session; at most math.MaxInt64
 	At         time.Time // zero means now when appending; kept in ms, UTC
 }
 
@@ -153,4 +162,96 @@ type Store interface {
 	// Close releases the store. Later calls fail with ErrClosed; closing
 	// again returns nil.
 	Close() error
+}
+
+// Lease is a node's claim on a session's writes. Token is the fencing token:
+// every lease issued for a session has a greater token than the ones before
+// it. Expires is by the store's clock (the database server's for a shared
+// store), so a node should schedule renewals from the ttl it asked for, not
+// from Expires against its own clock.
+type Lease struct {
+	Token   int64
+	Node    string
+	Expires time.Time
+}
+
+// ErrLeaseHeld is wrapped by the error AcquireLease returns while another
+// node holds an unexpired lease on the session; the message names the
+// holder and its expiry.
+var ErrLeaseHeld = errors.New("store: session lease held by another node")
+
+// ErrFenced is wrapped by the error of a write or lease renewal made under a
+// token that is no longer the session's current one.
+var ErrFenced = errors.New("store: write fenced: the session's lease moved to another node")
+
+// MaxNodeLen is the longest node name, in bytes, that a store accepts.
+const MaxNodeLen = 128
+
+// Leaser is implemented by stores shared between nodes (and by the
+// single-node stores, trivially correct): it keeps, per session, which node
+// may write it, so that a session is never written by two nodes at once.
+//
+// A lease's token stays the session's current one from AcquireLease until
+// another node acquires a new lease or the holder releases it; expiry alone
+// does not end it. A node whose lease expired unnoticed can therefore still
+// renew it and write, as long as nobody else has taken the session: that is
+// safe, and what fencing must stop is the write that comes after a takeover.
+// A lease needs no stored session: a node can claim an id before creating it.
+//
+// Node names follow the rules of session ids (1 to MaxNodeLen bytes of
+// UTF-8 without NUL). A node that restarts under the same name while its
+// previous lease is unexpired gets that lease back, token included; a name
+// that changes with each start (host plus a start nonce) fences the
+// previous process's late writes too.
+type Leaser interface {
+	// AcquireLease claims sessionID for node until now+ttl. If node already
+	// holds the current, unexpired lease it is renewed with the same token.
+	// If another node holds an unexpired lease the error wraps ErrLeaseHeld
+	// (with the holder and expiry in the message) and the returned Lease
+	// names the holder and its expiry, with Token 0. Otherwise (free,
+	// released or expired) a new token is issued: strictly greater than
+	// every token ever issued for that session. ttl is kept in milliseconds
+	// and must be at least one.
+	AcquireLease(ctx context.Context, sessionID, node string, ttl time.Duration) (Lease, error)
+	// RenewLease extends the lease whose token is current to now+ttl; the
+	// error wraps ErrFenced if token is no longer current (someone took
+	// over, or it was released).
+	RenewLease(ctx context.Context, sessionID string, token int64, ttl time.Duration) (Lease, error)
+	// ReleaseLease ends the lease if token is current (a no-op otherwise),
+	// so that another node can take the session without waiting for expiry.
+	// Writes under the released token fail with ErrFenced.
+	ReleaseLease(ctx context.Context, sessionID string, token int64) error
+}
+
+// CheckNode returns an error wrapping ErrInvalid unless node is a node
+// name a Leaser accepts.
+func CheckNode(node string) error { return checkName("node name", node, MaxNodeLen) }
+
+// CheckLeaseTTL returns an error wrapping ErrInvalid unless ttl is a lease
+// duration a Leaser accepts: at least a millisecond.
+func CheckLeaseTTL(ttl time.Duration) error {
+	if ttl < time.Millisecond {
+		return fmt.Errorf("%w: lease ttl %v is less than 1ms", ErrInvalid, ttl)
+	}
+	return nil
+}
+
+type fenceKey struct{}
+
+// WithFence returns a context under which every write of a session
+// (PutKV, AppendTranscript, UpdateSession) succeeds only while token is that
+// session's current lease token; otherwise it fails with an error wrapping
+// ErrFenced and writes nothing. The check is atomic with the write. Writes
+// without a fence are not checked (a single node); CreateSession never is
+// (a taken id fails with ErrExists anyway). A stale fence fails a write
+// before its session is looked up: ErrFenced even for a session that does
+// not exist.
+func WithFence(ctx context.Context, token int64) context.Context {
+	return context.WithValue(ctx, fenceKey{}, token)
+}
+
+// FenceOf returns the token WithFence put in ctx.
+func FenceOf(ctx context.Context) (int64, bool) {
+	token, ok := ctx.Value(fenceKey{}).(int64)
+	return token, ok
 }

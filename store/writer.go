@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"hash/fnv"
 	"log/slog"
 	"sync"
@@ -12,19 +13,26 @@ import (
 // order KV, Transcript, Update. Done, when set, is called once with the
 // outcome from a writer goroutine (it must not block: actors turn it into a
 // message to themselves).
+//
+// Fence, when not zero, is the lease token the op is written under (see
+// WithFence): once the session's lease has moved on, the op fails with an
+// error wrapping ErrFenced, and the actor should stop the session. The
+// parts of an op are separate writes: a takeover between two of them keeps
+// the ones before it.
 type Op struct {
 	SessionID  string
 	KV         []KV
 	Transcript []Entry
 	Update     *SessionUpdate
+	Fence      int64
 	Done       func(error)
 }
 
 // Writer persists ops off the actors' goroutines so that a slow store never
 // blocks a mailbox. Ops of one session are written in submission order (a
 // session always maps to the same worker); consecutive KV-only ops of one
-// session are coalesced into one PutKV call (group commit). The zero value is
-// not usable; use NewWriter.
+// session are coalesced into one PutKV call (group commit) when they carry the
+// same Fence. The zero value is not usable; use NewWriter.
 type Writer struct {
 	store   Store
 	log     *slog.Logger
@@ -152,15 +160,20 @@ func (w *Writer) run(ww *writerWorker) {
 }
 
 func (w *Writer) write(batch []Op) {
-	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
+	base, cancel := context.WithTimeout(context.Background(), w.timeout)
 	defer cancel()
 	for i := 0; i < len(batch); {
 		op := batch[i]
+		ctx := base
+		if op.Fence != 0 {
+			ctx = WithFence(base, op.Fence)
+		}
 		if len(op.KV) > 0 && len(op.Transcript) == 0 && op.Update == nil {
-			// Coalesce a run of KV-only ops of this session into one call.
+			// Coalesce a run of KV-only ops of this session, under the same
+			// fence, into one call.
 			j := i + 1
 			kv := op.KV
-			for j < len(batch) && batch[j].SessionID == op.SessionID && len(batch[j].KV) > 0 &&
+			for j < len(batch) && batch[j].SessionID == op.SessionID && batch[j].Fence == op.Fence && len(batch[j].KV) > 0 &&
 				len(batch[j].Transcript) == 0 && batch[j].Update == nil {
 				if j == i+1 {
 					kv = append([]KV(nil), kv...)
@@ -170,7 +183,7 @@ func (w *Writer) write(batch []Op) {
 			}
 			err := w.store.PutKV(ctx, op.SessionID, kv)
 			if err != nil {
-				w.log.Error("store write failed", "session", op.SessionID, "what", "kv", "err", err)
+				w.logFailure(op, "kv", err)
 			}
 			for k := i; k < j; k++ {
 				if batch[k].Done != nil {
@@ -182,13 +195,23 @@ func (w *Writer) write(batch []Op) {
 		}
 		err := w.writeOne(ctx, op)
 		if err != nil {
-			w.log.Error("store write failed", "session", op.SessionID, "err", err)
+			w.logFailure(op, "op", err)
 		}
 		if op.Done != nil {
 			op.Done(err)
 		}
 		i++
 	}
+}
+
+// logFailure logs a failed write: a fenced one is expected when a session
+// moves to another node, so it is a warning.
+func (w *Writer) logFailure(op Op, what string, err error) {
+	if errors.Is(err, ErrFenced) {
+		w.log.Warn("store write fenced", "session", op.SessionID, "what", what, "fence", op.Fence, "err", err)
+		return
+	}
+	w.log.Error("store write failed", "session", op.SessionID, "what", what, "err", err)
 }
 
 func (w *Writer) writeOne(ctx context.Context, op Op) error {

@@ -4,6 +4,7 @@ package memstore
 
 import (
 	"bytes"
+	"cmp"
 	"container/heap"
 	"context"
 	"encoding/base64"
@@ -28,6 +29,7 @@ type Store struct {
 	mu       sync.RWMutex
 	closed   bool
 	sessions map[string]*record
+	leases   map[string]*store.Lease // by session id; Node is "" once released
 }
 
 // record is one session with everything that belongs to it.
@@ -37,7 +39,10 @@ type record struct {
 	kv         map[string]store.KV
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Leaser = (*Store)(nil)
+)
 
 // New returns an empty Store.
 func New() *Store { return &Store{} }
@@ -249,6 +254,7 @@ func (m *Store) Close() error {
 	defer m.mu.Unlock()
 	m.closed = true
 	m.sessions = nil
+	m.leases = nil
 	return nil
 }
 
@@ -274,7 +280,8 @@ func (m *Store) read(ctx context.Context, op, id string) (rec *record, unlock fu
 	return rec, m.mu.RUnlock, nil
 }
 
-// write is read with the write lock held.
+// write is read with the write lock held, after checking the fence of ctx,
+// if any: under the lock, the check and the caller's write are one step.
 func (m *Store) write(ctx context.Context, op, id string) (rec *record, unlock func(), err error) {
 	if err := store.CheckSessionID(id); err != nil {
 		return nil, nil, fmt.Errorf("memstore: %s: %w", op, err)
@@ -286,6 +293,10 @@ func (m *Store) write(ctx context.Context, op, id string) (rec *record, unlock f
 	if m.closed {
 		m.mu.Unlock()
 		return nil, nil, store.ErrClosed
+	}
+	if token, fenced := store.FenceOf(ctx); fenced && !m.current(id, token) {
+		m.mu.Unlock()
+		return nil, nil, fmt.Errorf("memstore: %s %q: token %d: %w", op, id, token, store.ErrFenced)
 	}
 	rec, ok := m.sessions[id]
 	if !ok {
@@ -344,6 +355,9 @@ func checkEntries(entries []store.Entry) ([]store.Entry, error) {
 		}
 		if len(e.ToolResult) > 0 && !json.Valid(e.ToolResult) {
 			return nil, fmt.Errorf("%w: entry %d: tool result is not JSON", store.ErrInvalid, i)
+		}
+		if e.TurnID > math.MaxInt64 || e.PromptID > math.MaxInt64 {
+			return nil, fmt.Errorf("%w: entry %d: turn id %d or prompt id %d is above %d", store.ErrInvalid, i, e.TurnID, e.PromptID, int64(math.MaxInt64))
 		}
 		if e.At.IsZero() {
 			e.At = at
@@ -449,4 +463,88 @@ func decodeCursor(c string) (listKey, error) {
 		return listKey{}, fmt.Errorf("%w: %v", store.ErrBadCursor, err)
 	}
 	return listKey{t, id}, nil
+}
+
+// current reports whether token is the session's current lease token: the
+// last one issued, not released. Expiry does not end it; a takeover does.
+// The caller holds m.mu.
+func (m *Store) current(sessionID string, token int64) bool {
+	l, ok := m.leases[sessionID]
+	return ok && l.Node != "" && l.Token == token
+}
+
+// AcquireLease implements store.Leaser.
+func (m *Store) AcquireLease(ctx context.Context, sessionID, node string, ttl time.Duration) (store.Lease, error) {
+	if err := cmp.Or(store.CheckSessionID(sessionID), store.CheckNode(node), store.CheckLeaseTTL(ttl)); err != nil {
+		return store.Lease{}, fmt.Errorf("memstore: acquire lease: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Lease{}, fmt.Errorf("memstore: acquire lease %q: %w", sessionID, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return store.Lease{}, store.ErrClosed
+	}
+	t := now()
+	l, ok := m.leases[sessionID]
+	switch {
+	case !ok:
+		l = &store.Lease{}
+		if m.leases == nil {
+			m.leases = make(map[string]*store.Lease)
+		}
+		m.leases[sessionID] = l
+		l.Token = 1
+	case l.Node == node && l.Expires.After(t):
+		// Renewed by its holder: same token.
+	case l.Node != "" && l.Expires.After(t):
+		return store.Lease{Node: l.Node, Expires: l.Expires}, fmt.Errorf("memstore: acquire lease %q for %q: %w: node %q holds it until %s",
+			sessionID, node, store.ErrLeaseHeld, l.Node, l.Expires.Format(time.RFC3339Nano))
+	default:
+		l.Token++
+	}
+	l.Node, l.Expires = node, t.Add(ttl.Truncate(time.Millisecond))
+	return *l, nil
+}
+
+// RenewLease implements store.Leaser.
+func (m *Store) RenewLease(ctx context.Context, sessionID string, token int64, ttl time.Duration) (store.Lease, error) {
+	if err := cmp.Or(store.CheckSessionID(sessionID), store.CheckLeaseTTL(ttl)); err != nil {
+		return store.Lease{}, fmt.Errorf("memstore: renew lease: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Lease{}, fmt.Errorf("memstore: renew lease %q: %w", sessionID, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return store.Lease{}, store.ErrClosed
+	}
+	if !m.current(sessionID, token) {
+		return store.Lease{}, fmt.Errorf("memstore: renew lease %q: token %d: %w", sessionID, token, store.ErrFenced)
+	}
+	l := m.leases[sessionID]
+	l.Expires = now().Add(ttl.Truncate(time.Millisecond))
+	return *l, nil
+}
+
+// ReleaseLease implements store.Leaser.
+func (m *Store) ReleaseLease(ctx context.Context, sessionID string, token int64) error {
+	if err := store.CheckSessionID(sessionID); err != nil {
+		return fmt.Errorf("memstore: release lease: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memstore: release lease %q: %w", sessionID, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return store.ErrClosed
+	}
+	if m.current(sessionID, token) {
+		l := m.leases[sessionID]
+		l.Node, l.Expires = "", now()
+	}
+	return nil
 }

@@ -61,6 +61,9 @@ func checkEntries(entries []store.Entry) error {
 		if len(e.ToolResult) > 0 && !json.Valid(e.ToolResult) {
 			return fmt.Errorf("%w: entry %d: tool result is not JSON", store.ErrInvalid, i)
 		}
+		if e.TurnID > math.MaxInt64 || e.PromptID > math.MaxInt64 {
+			return fmt.Errorf("%w: entry %d: turn id %d or prompt id %d is above %d", store.ErrInvalid, i, e.TurnID, e.PromptID, int64(math.MaxInt64))
+		}
 	}
 	return nil
 }

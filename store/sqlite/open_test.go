@@ -167,7 +167,7 @@ func TestQueryPlans(t *testing.T) {
 			t.Errorf("listing %03b does not walk the index in order: %s", bits, p)
 		}
 	}
-	p := plan(appendEntrySQL, "id", "user", "", "", "", nil, nil, false, "", 0)
+	p := plan(appendEntrySQL, "id", "user", "", "", "", nil, nil, false, "", 0, 0, 0)
 	if !strings.Contains(p, "SEARCH transcript USING") || strings.Contains(p, "SCAN") {
 		t.Errorf("appending scans the transcript: %s", p)
 	}
@@ -339,7 +339,7 @@ func TestOpenUncheckpointedWAL(t *testing.T) {
 }
 
 // testMigration is a later schema version, as a future build would have it.
-var testMigration = migration{version: 2, name: "test: pinned sessions", sql: `
+var testMigration = migration{version: len(migrations) + 1, name: "test: pinned sessions", sql: `
 ALTER TABLE sessions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX sessions_pinned ON sessions (owner, pinned);
 `}
@@ -355,10 +355,10 @@ func TestMigrateForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := s.write.QueryRowContext(ctx, "SELECT count(*) FROM sessions WHERE pinned = 0").Scan(&pinned); err != nil {
-		t.Fatalf("migration 2 not applied: %v", err)
+		t.Fatalf("migration %d not applied: %v", testMigration.version, err)
 	}
-	if versions != 2 || pinned != 200 {
-		t.Errorf("after migrating: %d versions recorded, %d sessions with the new column; want 2 and 200", versions, pinned)
+	if versions != testMigration.version || pinned != 200 {
+		t.Errorf("after migrating: %d versions recorded, %d sessions with the new column; want %d and 200", versions, pinned, testMigration.version)
 	}
 	kv, err := s.LoadKV(ctx, "pop-007")
 	if err != nil || len(kv) != 1 {
@@ -371,28 +371,28 @@ func TestMigrateForward(t *testing.T) {
 	s.Close()
 
 	// This build's schema is older than the file's: refuse, change nothing.
-	badOpen(t, dir, "schema version 2 is newer than this build knows (1)")
+	badOpen(t, dir, fmt.Sprintf("schema version %d is newer than this build knows (%d)", testMigration.version, len(migrations)))
 }
 
 func TestMigrationFailureKeepsOldSchema(t *testing.T) {
 	dir := t.TempDir()
 	populate(t, dir)
-	broken := migration{version: 2, name: "test: broken", sql: `
+	broken := migration{version: len(migrations) + 1, name: "test: broken", sql: `
 ALTER TABLE sessions ADD COLUMN half INTEGER;
 THIS IS NOT SQL;
 `}
 	_, err := Open(context.Background(), dir, testLogger(t), func(c *config) {
 		c.migrations = append(append([]migration(nil), migrations...), broken)
 	})
-	if err == nil || !strings.Contains(err.Error(), "migration 2") {
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("migration %d", broken.version)) {
 		t.Fatalf("Open with a failing migration: %v", err)
 	}
-	// The half-applied migration was rolled back: version 1, no new column.
+	// The half-applied migration was rolled back: the version before, no new column.
 	s := mustOpen(t, dir)
 	defer s.Close()
 	var version int
-	if err := s.write.QueryRow("SELECT max(version) FROM schema_migrations").Scan(&version); err != nil || version != 1 {
-		t.Errorf("schema version %d (%v), want 1", version, err)
+	if err := s.write.QueryRow("SELECT max(version) FROM schema_migrations").Scan(&version); err != nil || version != len(migrations) {
+		t.Errorf("schema version %d (%v), want %d", version, err, len(migrations))
 	}
 	if _, err := s.write.Exec("SELECT half FROM sessions"); err == nil {
 		t.Error("the failed migration's column is there")

@@ -88,14 +88,31 @@ func (s *Store) UpdateSession(ctx context.Context, id string, u store.SessionUpd
 	if u.Status != nil {
 		status = sql.NullString{String: *u.Status, Valid: true}
 	}
-	res, err := s.st.updateSession.ExecContext(ctx, title, status, now().UnixMilli(), id)
+	update := func(stmt *sql.Stmt, fence ...any) error {
+		res, err := stmt.ExecContext(ctx, append([]any{title, status, now().UnixMilli(), id}, fence...)...)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return store.ErrNotFound
+		}
+		return nil
+	}
+	var err error
+	if token, fenced := store.FenceOf(ctx); fenced {
+		// Nothing updated: fenced, or no such session.
+		if err = update(s.st.updateSessionFenced, token); errors.Is(err, store.ErrNotFound) {
+			if ferr := s.checkFence(ctx, s.st.checkFence, id, token); ferr != nil {
+				err = ferr
+			}
+		}
+	} else {
+		err = update(s.st.updateSession)
+	}
 	if err != nil {
 		return s.fail("update session", id, err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return s.fail("update session", id, err)
-	} else if n == 0 {
-		return s.fail("update session", id, store.ErrNotFound)
 	}
 	return nil
 }
@@ -167,19 +184,20 @@ func (s *Store) AppendTranscript(ctx context.Context, sessionID string, entries 
 		return s.fail(op, sessionID, err)
 	}
 	if len(entries) == 0 {
-		if err := s.exists(ctx, sessionID); err != nil {
+		if err := s.writeExists(ctx, sessionID); err != nil {
 			return s.fail(op, sessionID, err)
 		}
 		return nil
 	}
 	at := now()
-	err := s.writeEach(ctx, s.st.appendEntry, len(entries), func(i int) []any {
+	err := s.writeEach(ctx, sessionID, s.st.appendEntry, s.st.appendEntryFenced, len(entries), func(i int) []any {
 		e := entries[i]
 		if e.At.IsZero() {
 			e.At = at
 		}
 		return []any{sessionID, e.Role, e.Text, e.ToolCallID, e.ToolName,
-			jsonOrNil(e.ToolArgs), jsonOrNil(e.ToolResult), e.IsError, e.Via, e.At.UnixMilli()}
+			jsonOrNil(e.ToolArgs), jsonOrNil(e.ToolResult), e.IsError, e.Via, e.At.UnixMilli(),
+			int64(e.TurnID), int64(e.PromptID)}
 	})
 	if err != nil {
 		return s.fail(op, sessionID, err)
@@ -189,28 +207,100 @@ func (s *Store) AppendTranscript(ctx context.Context, sessionID string, entries 
 
 // writeEach runs stmt on the writer with the arguments args(i) for i in
 // [0, n), all or none: one statement alone is a transaction already, several
-// run in one. A statement that breaks the foreign key to sessions means
-// there is no such session: ErrNotFound.
+// run in one. Under a fence, one runs as fencedStmt, which checks it, and
+// several in a transaction that checks it first. A statement that breaks the foreign key to sessions means there is
+// no such session: ErrNotFound.
 //
 // Running a lone statement outside BEGIN/COMMIT halves the CPU time of the
 // common single-entry write (BenchmarkStore/sqlite/PutKV1KiB).
-func (s *Store) writeEach(ctx context.Context, stmt *sql.Stmt, n int, args func(i int) []any) error {
-	if n == 1 {
+func (s *Store) writeEach(ctx context.Context, sessionID string, stmt, fencedStmt *sql.Stmt, n int, args func(i int) []any) error {
+	token, fenced := store.FenceOf(ctx)
+	switch {
+	case n == 1 && !fenced:
 		_, err := stmt.ExecContext(ctx, args(0)...)
 		return noSession(err)
+	case n == 1:
+		// The check is part of the statement (a third of the time of a
+		// transaction around both). One that wrote nothing was fenced or,
+		// for a KV entry, skipped: ask which. A token never becomes current
+		// again, so the answer cannot turn a fenced write into a skip.
+		res, err := fencedStmt.ExecContext(ctx, append(args(0), token)...)
+		if err != nil {
+			return noSession(err)
+		}
+		if written, err := res.RowsAffected(); err != nil {
+			return err
+		} else if written == 0 {
+			return s.checkFence(ctx, s.st.checkFence, sessionID, token)
+		}
+		return nil
 	}
+	return s.inTx(ctx, sessionID, func(tx *sql.Tx) error {
+		txStmt := tx.StmtContext(ctx, stmt)
+		for i := range n {
+			if _, err := txStmt.ExecContext(ctx, args(i)...); err != nil {
+				return fmt.Errorf("entry %d: %w", i, noSession(err))
+			}
+		}
+		return nil
+	})
+}
+
+// inTx runs write in a transaction on the writer, after checking the fence
+// of ctx, if any, in the same transaction. Its BEGIN IMMEDIATE takes
+// SQLite's write lock, so that no lease can change between the check and
+// the commit, from this process or another one on the same file.
+func (s *Store) inTx(ctx context.Context, sessionID string, write func(tx *sql.Tx) error) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if token, fenced := store.FenceOf(ctx); fenced {
+			if err := s.checkFence(ctx, tx.StmtContext(ctx, s.st.checkFence), sessionID, token); err != nil {
+				return err
+			}
+		}
+		return write(tx)
+	})
+}
+
+// checkFence returns an error wrapping ErrFenced unless token is the
+// session's current lease token; stmt is checkFence, on the writer.
+func (s *Store) checkFence(ctx context.Context, stmt *sql.Stmt, sessionID string, token int64) error {
+	var current bool
+	if err := stmt.QueryRowContext(ctx, sessionID, token).Scan(&current); err != nil {
+		return fmt.Errorf("check fence: %w", err)
+	}
+	if !current {
+		return fmt.Errorf("token %d: %w", token, store.ErrFenced)
+	}
+	return nil
+}
+
+// tx runs fn in a transaction on the writer and commits unless it fails.
+func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	txStmt := tx.StmtContext(ctx, stmt)
-	for i := range n {
-		if _, err := txStmt.ExecContext(ctx, args(i)...); err != nil {
-			return fmt.Errorf("entry %d: %w", i, noSession(err))
-		}
+	if err := fn(tx); err != nil {
+		return err
 	}
 	return tx.Commit()
+}
+
+// writeExists is exists for a write of nothing, which must still pass the
+// fence of ctx, if any.
+func (s *Store) writeExists(ctx context.Context, id string) error {
+	if _, fenced := store.FenceOf(ctx); !fenced {
+		return s.exists(ctx, id)
+	}
+	return s.inTx(ctx, id, func(tx *sql.Tx) error {
+		var one int
+		err := tx.StmtContext(ctx, s.st.writeExists).QueryRowContext(ctx, id).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.ErrNotFound
+		}
+		return err
+	})
 }
 
 // noSession turns a foreign key violation, which the writes of transcript
@@ -241,11 +331,12 @@ func (s *Store) Transcript(ctx context.Context, sessionID string) ([]store.Entry
 	var entries []store.Entry
 	for rows.Next() {
 		var e store.Entry
-		var at int64
-		if err := rows.Scan(&e.Role, &e.Text, &e.ToolCallID, &e.ToolName, &e.ToolArgs, &e.ToolResult, &e.IsError, &e.Via, &at); err != nil {
+		var at, turnID, promptID int64
+		if err := rows.Scan(&e.Role, &e.Text, &e.ToolCallID, &e.ToolName, &e.ToolArgs, &e.ToolResult, &e.IsError, &e.Via, &at,
+			&turnID, &promptID); err != nil {
 			return nil, s.fail(op, sessionID, err)
 		}
-		e.At = fromMillis(at)
+		e.At, e.TurnID, e.PromptID = fromMillis(at), uint64(turnID), uint64(promptID)
 		entries = append(entries, e)
 	}
 	if err := rows.Err(); err != nil {
@@ -282,12 +373,12 @@ func (s *Store) PutKV(ctx context.Context, sessionID string, entries []store.KV)
 		return s.fail(op, sessionID, err)
 	}
 	if len(entries) == 0 {
-		if err := s.exists(ctx, sessionID); err != nil {
+		if err := s.writeExists(ctx, sessionID); err != nil {
 			return s.fail(op, sessionID, err)
 		}
 		return nil
 	}
-	err := s.writeEach(ctx, s.st.upsertKV, len(entries), func(i int) []any {
+	err := s.writeEach(ctx, sessionID, s.st.upsertKV, s.st.upsertKVFenced, len(entries), func(i int) []any {
 		e := entries[i]
 		var value any
 		if !e.Deleted {

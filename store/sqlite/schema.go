@@ -66,6 +66,20 @@ CREATE TABLE kv (
 	PRIMARY KEY (session_id, key)
 ) STRICT;
 `},
+	{version: 2, name: "transcript turn and prompt ids", sql: `
+ALTER TABLE transcript ADD COLUMN turn_id INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE transcript ADD COLUMN prompt_id INTEGER NOT NULL DEFAULT 0;
+`},
+	{version: 3, name: "session leases", sql: `
+-- One row per session ever leased, kept after release so that the next
+-- token continues above it. No foreign key: a lease may precede its session.
+CREATE TABLE leases (
+	session_id TEXT PRIMARY KEY,
+	token      INTEGER NOT NULL, -- the current (last issued) fencing token
+	node       TEXT NOT NULL,    -- the holder; '' once released
+	expires    INTEGER NOT NULL  -- unix ms; the release time once released
+) STRICT, WITHOUT ROWID;
+`},
 }
 
 // migrate brings the schema from version current to the last in ms.

@@ -14,6 +14,10 @@ import (
 type statements struct {
 	// Writer.
 	createSession, updateSession, appendEntry, upsertKV *sql.Stmt
+	writeExists, checkFence                             *sql.Stmt
+	// One-entry writes under a fence, the check in the statement.
+	updateSessionFenced, appendEntryFenced, upsertKVFenced *sql.Stmt
+	getLease, putLease, renewLease, releaseLease           *sql.Stmt
 	// Readers.
 	getSession, readExists, transcript, loadKV *sql.Stmt
 	list                                       [8]*sql.Stmt // indexed by the list* bits
@@ -49,11 +53,18 @@ func listSQL(bits int) string {
 	return "SELECT " + sessionColumns + " FROM sessions WHERE " + where.String() + " ORDER BY updated DESC, id DESC LIMIT ?"
 }
 
+// fenceCond is true while the token, parameter number token, is the current
+// lease token of the session, parameter number id: from its issue until a
+// takeover or a release; expiry alone does not end it.
+func fenceCond(id, token int) string {
+	return fmt.Sprintf("EXISTS (SELECT 1 FROM leases WHERE session_id = ?%d AND token = ?%d AND node <> '')", id, token)
+}
+
 // appendEntrySQL adds an entry after the session's last one: the primary key
 // index finds max(seq) without a scan.
 const appendEntrySQL = `INSERT INTO transcript
-	(session_id, seq, role, text, tool_call_id, tool_name, tool_args, tool_result, is_error, via, at)
-	SELECT ?1, coalesce(max(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10
+	(session_id, seq, role, text, tool_call_id, tool_name, tool_args, tool_result, is_error, via, at, turn_id, prompt_id)
+	SELECT ?1, coalesce(max(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12
 	FROM transcript WHERE session_id = ?1`
 
 func (s *Store) prepareStatements(ctx context.Context) error {
@@ -80,14 +91,33 @@ func (s *Store) prepareStatements(ctx context.Context) error {
 			SET title = coalesce(?, title), status = coalesce(?, status), updated = max(?, updated + 1)
 			WHERE id = ?`},
 		{s.write, &st.appendEntry, appendEntrySQL},
+		// A write statement takes the write lock before it reads, so its
+		// fence check holds until it commits, for other processes too. Each
+		// takes the parameters of its unfenced twin, then the token.
+		{s.write, &st.updateSessionFenced, `UPDATE sessions
+			SET title = coalesce(?1, title), status = coalesce(?2, status), updated = max(?3, updated + 1)
+			WHERE id = ?4 AND ` + fenceCond(4, 5)},
+		{s.write, &st.appendEntryFenced, appendEntrySQL + " HAVING " + fenceCond(1, 13)},
+		{s.write, &st.upsertKVFenced, `INSERT INTO kv (session_id, key, value, rev, deleted)
+			SELECT ?1, ?2, ?3, ?4, ?5 WHERE ` + fenceCond(1, 6) + `
+			ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, rev = excluded.rev, deleted = excluded.deleted
+			WHERE excluded.rev > kv.rev`},
 		// The WHERE keeps a key's rev from going down: an entry at or below
 		// the stored rev changes nothing.
 		{s.write, &st.upsertKV, `INSERT INTO kv (session_id, key, value, rev, deleted) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, rev = excluded.rev, deleted = excluded.deleted
 			WHERE excluded.rev > kv.rev`},
+		{s.write, &st.writeExists, "SELECT 1 FROM sessions WHERE id = ?"},
+		{s.write, &st.checkFence, "SELECT " + fenceCond(1, 2)},
+		{s.write, &st.getLease, "SELECT token, node, expires FROM leases WHERE session_id = ?"},
+		{s.write, &st.putLease, `INSERT INTO leases (session_id, token, node, expires) VALUES (?, ?, ?, ?)
+			ON CONFLICT (session_id) DO UPDATE SET token = excluded.token, node = excluded.node, expires = excluded.expires`},
+		{s.write, &st.renewLease, `UPDATE leases SET expires = ? WHERE session_id = ? AND token = ? AND node <> ''
+			RETURNING token, node, expires`},
+		{s.write, &st.releaseLease, "UPDATE leases SET node = '', expires = ? WHERE session_id = ? AND token = ? AND node <> ''"},
 		{s.read, &st.getSession, "SELECT " + sessionColumns + " FROM sessions WHERE id = ?"},
 		{s.read, &st.readExists, "SELECT 1 FROM sessions WHERE id = ?"},
-		{s.read, &st.transcript, `SELECT role, text, tool_call_id, tool_name, tool_args, tool_result, is_error, via, at
+		{s.read, &st.transcript, `SELECT role, text, tool_call_id, tool_name, tool_args, tool_result, is_error, via, at, turn_id, prompt_id
 			FROM transcript WHERE session_id = ? ORDER BY seq`},
 		{s.read, &st.loadKV, "SELECT key, value, rev, deleted FROM kv WHERE session_id = ? ORDER BY key"},
 	}

@@ -22,6 +22,76 @@ func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 	b.Run("AppendTranscript10", func(b *testing.B) { benchAppend(b, open, 10) })
 	b.Run("GetSession", func(b *testing.B) { benchGet(b, open) })
 	b.Run("ListSessions10k", func(b *testing.B) { benchList(b, open, 10_000) })
+	b.Run("PutKV1KiBFenced", func(b *testing.B) { benchPutKVFenced(b, open) })
+	b.Run("LeaseAcquireRelease", func(b *testing.B) { benchLeaseAcquire(b, open) })
+	b.Run("LeaseRenew", func(b *testing.B) { benchLeaseRenew(b, open) })
+}
+
+// benchLeaser opens a store and its Leaser, or skips b.
+func benchLeaser(b *testing.B, open func(b *testing.B) store.Store) (store.Store, store.Leaser) {
+	s := benchOpen(b, open)
+	ls, ok := s.(store.Leaser)
+	if !ok {
+		b.Skipf("%T is not a store.Leaser", s)
+	}
+	return s, ls
+}
+
+// benchPutKVFenced is PutKV1KiB under a fence: the price of the check.
+func benchPutKVFenced(b *testing.B, open func(b *testing.B) store.Store) {
+	ctx := context.Background()
+	s, ls := benchLeaser(b, open)
+	must(b, s.CreateSession(ctx, store.Session{ID: "bench", Owner: "alice"}))
+	l, err := ls.AcquireLease(ctx, "bench", "node-a", time.Hour)
+	must(b, err)
+	fenced := store.WithFence(ctx, l.Token)
+	b.SetBytes(int64(len(value1KiB)))
+	b.ReportAllocs()
+	rev := uint64(0)
+	cpu := startCPU()
+	for b.Loop() {
+		rev++
+		if err := s.PutKV(fenced, "bench", []store.KV{{Key: "surface:canvas", Value: value1KiB, Rev: rev}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu.report(b)
+}
+
+// benchLeaseAcquire takes a free lease and releases it: a session moving
+// to a node, then leaving it. Each op is both calls.
+func benchLeaseAcquire(b *testing.B, open func(b *testing.B) store.Store) {
+	ctx := context.Background()
+	_, ls := benchLeaser(b, open)
+	b.ReportAllocs()
+	cpu := startCPU()
+	for b.Loop() {
+		l, err := ls.AcquireLease(ctx, "bench", "node-a", time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := ls.ReleaseLease(ctx, "bench", l.Token); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu.report(b)
+}
+
+// benchLeaseRenew renews a held lease, as its holder does every few
+// seconds for every session it runs.
+func benchLeaseRenew(b *testing.B, open func(b *testing.B) store.Store) {
+	ctx := context.Background()
+	_, ls := benchLeaser(b, open)
+	l, err := ls.AcquireLease(ctx, "bench", "node-a", time.Minute)
+	must(b, err)
+	b.ReportAllocs()
+	cpu := startCPU()
+	for b.Loop() {
+		if _, err := ls.RenewLease(ctx, "bench", l.Token, time.Minute); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu.report(b)
 }
 
 // value1KiB is a JSON document of about 1 KiB, a small surface snapshot.

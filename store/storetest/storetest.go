@@ -20,7 +20,8 @@ import (
 )
 
 // Run runs the conformance suite. open returns a new, empty store for one
-// subtest; Run closes it when the subtest ends.
+// subtest; Run closes it when the subtest ends. The store must implement
+// store.Leaser too.
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests := []struct {
 		name string
@@ -49,7 +50,14 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"KVConcurrentRevs", testKVConcurrentRevs},
 		{"Concurrency", testConcurrency},
 		{"CanceledContext", testCanceledContext},
+		{"OddBytes", testOddBytes},
 		{"Close", testClose},
+		{"LeaseLifecycle", testLeaseLifecycle},
+		{"LeaseExpiry", testLeaseExpiry},
+		{"LeaseInvalidArguments", testLeaseInvalidArguments},
+		{"LeaseConcurrentAcquire", testLeaseConcurrentAcquire},
+		{"FencedWrites", testFencedWrites},
+		{"FenceRacesTakeover", testFenceRacesTakeover},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,6 +97,11 @@ func RunDurable(t *testing.T, newStorage func(t *testing.T) (open func(t *testin
 	title := "renamed"
 	must(t, s.UpdateSession(ctx, "dur-2", store.SessionUpdate{Title: &title}))
 	sessions[1], _ = s.GetSession(ctx, "dur-2")
+	held, err := leaser(t, s).AcquireLease(ctx, "dur-1", "node-a", time.Hour)
+	must(t, err)
+	released, err := leaser(t, s).AcquireLease(ctx, "dur-2", "node-a", time.Hour)
+	must(t, err)
+	must(t, leaser(t, s).ReleaseLease(ctx, "dur-2", released.Token))
 	must(t, s.Close())
 
 	s = open(t)
@@ -109,6 +122,20 @@ func RunDurable(t *testing.T, newStorage func(t *testing.T) (open func(t *testin
 	must(t, err)
 	equalKVs(t, gotKV, sortedKVs(kvs))
 
+	// Leases and their tokens survive too.
+	if _, err := leaser(t, s).AcquireLease(ctx, "dur-1", "node-b", time.Minute); !errors.Is(err, store.ErrLeaseHeld) {
+		t.Errorf("after reopen, acquire of a held lease: %v, want ErrLeaseHeld", err)
+	}
+	if l, err := leaser(t, s).RenewLease(ctx, "dur-1", held.Token, time.Hour); err != nil || l.Node != "node-a" {
+		t.Errorf("after reopen, renew of the held lease: %+v, %v", l, err)
+	}
+	if l, err := leaser(t, s).AcquireLease(ctx, "dur-2", "node-b", time.Hour); err != nil || l.Token <= released.Token {
+		t.Errorf("after reopen, acquire of a released lease: %+v, %v; want a token above %d", l, err, released.Token)
+	}
+	if err := s.UpdateSession(store.WithFence(ctx, released.Token), "dur-2", store.SessionUpdate{}); !errors.Is(err, store.ErrFenced) {
+		t.Errorf("after reopen, a write under a released token: %v, want ErrFenced", err)
+	}
+
 	// Revs and sequence numbers continue where they were.
 	must(t, s.PutKV(ctx, "dur-1", []store.KV{
 		{Key: "surface:canvas", Value: []byte(`{"stale":true}`), Rev: 7},
@@ -116,7 +143,7 @@ func RunDurable(t *testing.T, newStorage func(t *testing.T) (open func(t *testin
 		{Key: "canvas.model", Value: []byte(`"small"`), Rev: 3},
 	}))
 	more := sampleEntries(2)
-	must(t, s.AppendTranscript(ctx, "dur-1", more))
+	must(t, s.AppendTranscript(store.WithFence(ctx, held.Token), "dur-1", more))
 	must(t, s.Close())
 
 	s = open(t)
@@ -241,6 +268,8 @@ func testInvalidArguments(t *testing.T, s store.Store) {
 	badEntries := map[string]store.Entry{
 		"tool args not JSON":   {Role: "tool", ToolArgs: []byte("{")},
 		"tool result not JSON": {Role: "tool", ToolResult: []byte("nope")},
+		"turn id too high":     {Role: "user", TurnID: math.MaxInt64 + 1},
+		"prompt id too high":   {Role: "user", PromptID: math.MaxInt64 + 1},
 	}
 	for name, e := range badEntries {
 		if err := s.AppendTranscript(ctx, "ok", []store.Entry{e}); !errors.Is(err, store.ErrInvalid) {
@@ -261,6 +290,11 @@ func testInvalidArguments(t *testing.T, s store.Store) {
 	if len(kv) != 1 || kv[0].Rev != math.MaxInt64 {
 		t.Errorf("rev MaxInt64 came back as %+v", kv)
 	}
+	maxIDs := []store.Entry{{Role: "user", TurnID: math.MaxInt64, PromptID: math.MaxInt64, At: ms(1)}}
+	must(t, s.AppendTranscript(ctx, "ok", maxIDs))
+	tr, err = s.Transcript(ctx, "ok")
+	must(t, err)
+	equalEntries(t, tr, maxIDs)
 }
 
 func testUpdate(t *testing.T, s store.Store) {
@@ -570,10 +604,10 @@ func sampleEntries(n int) []store.Entry {
 	var out []store.Entry
 	for i := range n {
 		e := store.Entry{Role: "assistant", Text: fmt.Sprintf("entry %d: %s", i, strings.Repeat("é", i)), Via: "agent",
-			At: base.Add(time.Duration(i)*time.Second + 250*time.Millisecond)}
+			TurnID: uint64(i/3 + 1), At: base.Add(time.Duration(i)*time.Second + 250*time.Millisecond)}
 		switch i % 3 {
 		case 1:
-			e.Role, e.Via = "user", "browser"
+			e.Role, e.Via, e.PromptID = "user", "browser", uint64(i+100)
 		case 2:
 			e.Role, e.Text = "tool", ""
 			e.ToolCallID, e.ToolName = fmt.Sprintf("call-%d", i), "bash"
@@ -1041,6 +1075,8 @@ func testClose(t *testing.T, s store.Store) {
 	_, _, listErr := s.ListSessions(ctx, store.ListQuery{Owner: "alice"})
 	_, trErr := s.Transcript(ctx, "c")
 	_, kvErr := s.LoadKV(ctx, "c")
+	_, acqErr := leaser(t, s).AcquireLease(ctx, "c", "node", time.Minute)
+	_, renErr := leaser(t, s).RenewLease(ctx, "c", 1, time.Minute)
 	for name, err := range map[string]error{
 		"CreateSession":    s.CreateSession(ctx, store.Session{ID: "d", Owner: "alice"}),
 		"GetSession":       getErr,
@@ -1050,6 +1086,9 @@ func testClose(t *testing.T, s store.Store) {
 		"Transcript":       trErr,
 		"PutKV":            s.PutKV(ctx, "c", []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}),
 		"LoadKV":           kvErr,
+		"AcquireLease":     acqErr,
+		"RenewLease":       renErr,
+		"ReleaseLease":     leaser(t, s).ReleaseLease(ctx, "c", 1),
 	} {
 		if !errors.Is(err, store.ErrClosed) {
 			t.Errorf("%s after Close: err = %v, want ErrClosed", name, err)
@@ -1112,7 +1151,8 @@ func equalEntries(t testing.TB, got, want []store.Entry) {
 		g, w := got[i], want[i]
 		if g.Role != w.Role || g.Text != w.Text || g.ToolCallID != w.ToolCallID || g.ToolName != w.ToolName ||
 			!bytes.Equal(g.ToolArgs, w.ToolArgs) || !bytes.Equal(g.ToolResult, w.ToolResult) || g.IsError != w.IsError ||
-			g.Via != w.Via || !g.At.Equal(w.At.Truncate(time.Millisecond)) || g.At.Location() != time.UTC {
+			g.Via != w.Via || g.TurnID != w.TurnID || g.PromptID != w.PromptID ||
+			!g.At.Equal(w.At.Truncate(time.Millisecond)) || g.At.Location() != time.UTC {
 			t.Errorf("transcript entry %d\n got %.200v\nwant %.200v", i, g, w)
 		}
 		if (g.ToolArgs == nil) != (len(w.ToolArgs) == 0) || (g.ToolResult == nil) != (len(w.ToolResult) == 0) {

@@ -1,0 +1,81 @@
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+func TestMain(m *testing.M) { os.Exit(Main(m)) }
+
+func TestStartGivesFreshDatabases(t *testing.T) {
+	ctx := context.Background()
+	a, b := Start(t), Start(t)
+	if a == b {
+		t.Fatalf("two Starts gave the same database %s", a)
+	}
+	conn, err := pgconn.Connect(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE TABLE x (v int); INSERT INTO x VALUES (1)").ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	other, err := pgconn.Connect(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	_, err = other.Exec(ctx, "SELECT * FROM x").ReadAll()
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "42P01" {
+		t.Errorf("table of one database seen from another: err = %v, want undefined_table", err)
+	}
+}
+
+func TestPrivateServerStops(t *testing.T) {
+	if _, err := BinDir(); err != nil {
+		t.Skip(err)
+	}
+	ctx := context.Background()
+	srv, err := NewServer(ctx, Options{Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn, err := srv.CreateDatabase(ctx)
+	if err != nil {
+		srv.Stop()
+		t.Fatal(err)
+	}
+	conn, err := pgconn.Connect(ctx, dsn)
+	if err != nil {
+		srv.Stop()
+		t.Fatal(err)
+	}
+	res, err := conn.Exec(ctx, "SHOW fsync").ReadAll()
+	conn.Close(ctx)
+	if err != nil || string(res[0].Rows[0][0]) != "on" {
+		t.Errorf("durable server: fsync = %v, %v", res, err)
+	}
+	base := srv.base
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(base); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("server directory left after Stop: %v", err)
+	}
+	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", itoa(srv.Port)), time.Second)
+	if err == nil {
+		c.Close()
+		t.Errorf("port %d still accepts connections after Stop", srv.Port)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

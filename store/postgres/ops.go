@@ -1,0 +1,351 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/surfaced/surfaced/store"
+)
+
+// bytesOf copies s for a bytea parameter: never nil, which pgx would send as
+// NULL, even for "".
+func bytesOf(s string) []byte {
+	b := make([]byte, len(s))
+	copy(b, s)
+	return b
+}
+
+// CreateSession implements store.Store. A zero Created is the server's now.
+func (s *Store) CreateSession(ctx context.Context, sess store.Session) error {
+	const op = "create session"
+	if err := s.begin(ctx, op, ""); err != nil {
+		return err
+	}
+	if err := checkSession(sess); err != nil {
+		return s.fail(ctx, op, "", err)
+	}
+	tag, err := s.pool.Exec(ctx, s.q.createSession, sess.ID, bytesOf(sess.Owner), bytesOf(sess.Agent), bytesOf(sess.Title),
+		bytesOf(sess.Cwd), bytesOf(sess.Status), millisOrNil(sess.Created), millisOrNil(sess.Updated))
+	if err != nil {
+		return s.fail(ctx, op, sess.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return s.fail(ctx, op, sess.ID, store.ErrExists)
+	}
+	return nil
+}
+
+func scanSession(row pgx.Row) (store.Session, error) {
+	var sess store.Session
+	var owner, agent, title, cwd, status []byte
+	var created, updated int64
+	if err := row.Scan(&sess.ID, &owner, &agent, &title, &cwd, &status, &created, &updated); err != nil {
+		return store.Session{}, err
+	}
+	sess.Owner, sess.Agent, sess.Title, sess.Cwd, sess.Status = string(owner), string(agent), string(title), string(cwd), string(status)
+	sess.Created, sess.Updated = fromMillis(created), fromMillis(updated)
+	return sess, nil
+}
+
+// GetSession implements store.Store.
+func (s *Store) GetSession(ctx context.Context, id string) (store.Session, error) {
+	const op = "get session"
+	if err := s.begin(ctx, op, ""); err != nil {
+		return store.Session{}, err
+	}
+	if err := store.CheckSessionID(id); err != nil {
+		return store.Session{}, s.fail(ctx, op, "", err)
+	}
+	sess, err := scanSession(s.pool.QueryRow(ctx, s.q.getSession, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.Session{}, s.fail(ctx, op, id, err)
+	}
+	return sess, nil
+}
+
+// UpdateSession implements store.Store. Updated moves to the server's now.
+func (s *Store) UpdateSession(ctx context.Context, id string, u store.SessionUpdate) error {
+	const op = "update session"
+	if err := s.begin(ctx, op, ""); err != nil {
+		return err
+	}
+	if err := store.CheckSessionID(id); err != nil {
+		return s.fail(ctx, op, "", err)
+	}
+	var title, status []byte // nil: NULL, keep the stored value
+	if u.Title != nil {
+		title = bytesOf(*u.Title)
+	}
+	if u.Status != nil {
+		status = bytesOf(*u.Status)
+	}
+	var err error
+	if token, fenced := store.FenceOf(ctx); fenced {
+		err = s.fencedWrite(ctx, token, s.q.updateSessionFenced, id, title, status, token)
+	} else {
+		var n int64
+		n, err = s.exec(ctx, s.q.updateSession, id, title, status)
+		if err == nil && n == 0 {
+			err = store.ErrNotFound
+		}
+	}
+	if err != nil {
+		return s.fail(ctx, op, id, err)
+	}
+	return nil
+}
+
+func (s *Store) exec(ctx context.Context, sql string, args ...any) (rowsAffected int64, err error) {
+	tag, err := s.pool.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
+
+// fencedWrite runs a write statement that returns (fence ok, session found) and
+// turns a write that wrote nothing into the error that says why.
+func (s *Store) fencedWrite(ctx context.Context, token int64, sql string, args ...any) error {
+	var fenceOK, found bool
+	if err := s.pool.QueryRow(ctx, sql, args...).Scan(&fenceOK, &found); err != nil {
+		return err
+	}
+	switch {
+	case !fenceOK:
+		return fmt.Errorf("token %d: %w", token, store.ErrFenced)
+	case !found:
+		return store.ErrNotFound
+	}
+	return nil
+}
+
+// writeNothing is the check of a write of no entries: the session must
+// exist and the fence of ctx, if any, be current.
+func (s *Store) writeNothing(ctx context.Context, id string) error {
+	if token, fenced := store.FenceOf(ctx); fenced {
+		return s.fencedWrite(ctx, token, s.q.checkFenced, id, token)
+	}
+	return s.exists(ctx, id)
+}
+
+// exists returns ErrNotFound unless the session is stored.
+func (s *Store) exists(ctx context.Context, id string) error {
+	var one int
+	err := s.pool.QueryRow(ctx, s.q.exists, id).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	return err
+}
+
+// ListSessions implements store.Store.
+func (s *Store) ListSessions(ctx context.Context, q store.ListQuery) ([]store.Session, string, error) {
+	const op = "list sessions"
+	if err := s.begin(ctx, op, ""); err != nil {
+		return nil, "", err
+	}
+	limit, err := checkQuery(q)
+	if err != nil {
+		return nil, "", s.fail(ctx, op, "", err)
+	}
+	bits := 0
+	args := make([]any, 1, 6)
+	args[0] = bytesOf(q.Owner)
+	if q.Agent != "" {
+		bits |= listByAgent
+		args = append(args, bytesOf(q.Agent))
+	}
+	if q.Cwd != "" {
+		bits |= listByCwd
+		args = append(args, bytesOf(q.Cwd))
+	}
+	if q.Cursor != "" {
+		updated, id, err := decodeCursor(q.Cursor)
+		if err != nil {
+			return nil, "", s.fail(ctx, op, "", err)
+		}
+		bits |= listAfterCursor
+		args = append(args, updated, id)
+	}
+	// One row more than the page tells whether there is a next page.
+	args = append(args, limit+1)
+	rows, err := s.pool.Query(ctx, s.q.list[bits], args...)
+	if err != nil {
+		return nil, "", s.fail(ctx, op, "", err)
+	}
+	defer rows.Close()
+	page := make([]store.Session, 0, min(limit+1, 64))
+	for rows.Next() {
+		sess, err := scanSession(rows)
+		if err != nil {
+			return nil, "", s.fail(ctx, op, "", err)
+		}
+		page = append(page, sess)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", s.fail(ctx, op, "", err)
+	}
+	if len(page) <= limit {
+		return page, "", nil
+	}
+	page = page[:limit]
+	last := page[limit-1]
+	return page, encodeCursor(last.Updated.UnixMilli(), last.ID), nil
+}
+
+// AppendTranscript implements store.Store: one statement, whatever the
+// number of entries. A zero At is the server's now.
+func (s *Store) AppendTranscript(ctx context.Context, sessionID string, entries []store.Entry) error {
+	const op = "append transcript"
+	if err := s.begin(ctx, op, ""); err != nil {
+		return err
+	}
+	if err := store.CheckSessionID(sessionID); err != nil {
+		return s.fail(ctx, op, "", err)
+	}
+	if err := checkEntries(entries); err != nil {
+		return s.fail(ctx, op, sessionID, err)
+	}
+	if len(entries) == 0 {
+		if err := s.writeNothing(ctx, sessionID); err != nil {
+			return s.fail(ctx, op, sessionID, err)
+		}
+		return nil
+	}
+	n := len(entries)
+	roles, texts, callIDs, names := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	toolArgs, toolResults, vias := make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	isError, at := make([]bool, n), make([]*int64, n)
+	turnIDs, promptIDs := make([]int64, n), make([]int64, n)
+	for i, e := range entries {
+		roles[i], texts[i], callIDs[i], names[i] = bytesOf(e.Role), bytesOf(e.Text), bytesOf(e.ToolCallID), bytesOf(e.ToolName)
+		toolArgs[i], toolResults[i], vias[i] = jsonOrNil(e.ToolArgs), jsonOrNil(e.ToolResult), bytesOf(e.Via)
+		isError[i], at[i] = e.IsError, millisOrNil(e.At)
+		turnIDs[i], promptIDs[i] = int64(e.TurnID), int64(e.PromptID)
+	}
+	args := []any{sessionID, int64(n), roles, texts, callIDs, names, toolArgs, toolResults, isError, vias, at, turnIDs, promptIDs}
+	sql := s.q.appendTranscript
+	token, fenced := store.FenceOf(ctx)
+	if fenced {
+		sql, args = s.q.appendTranscriptFenced, append(args, token)
+	}
+	if err := s.fencedWrite(ctx, token, sql, args...); err != nil {
+		return s.fail(ctx, op, sessionID, err)
+	}
+	return nil
+}
+
+// Transcript implements store.Store.
+func (s *Store) Transcript(ctx context.Context, sessionID string) ([]store.Entry, error) {
+	const op = "transcript"
+	if err := s.begin(ctx, op, ""); err != nil {
+		return nil, err
+	}
+	if err := store.CheckSessionID(sessionID); err != nil {
+		return nil, s.fail(ctx, op, "", err)
+	}
+	rows, err := s.pool.Query(ctx, s.q.transcript, sessionID)
+	if err != nil {
+		return nil, s.fail(ctx, op, sessionID, err)
+	}
+	defer rows.Close()
+	var entries []store.Entry
+	for rows.Next() {
+		var e store.Entry
+		var role, text, callID, name, via []byte
+		var at, turnID, promptID int64
+		if err := rows.Scan(&role, &text, &callID, &name, &e.ToolArgs, &e.ToolResult, &e.IsError, &via, &at, &turnID, &promptID); err != nil {
+			return nil, s.fail(ctx, op, sessionID, err)
+		}
+		e.Role, e.Text, e.ToolCallID, e.ToolName, e.Via = string(role), string(text), string(callID), string(name), string(via)
+		e.At, e.TurnID, e.PromptID = fromMillis(at), uint64(turnID), uint64(promptID)
+		entries = append(entries, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail(ctx, op, sessionID, err)
+	}
+	if len(entries) == 0 {
+		if err := s.exists(ctx, sessionID); err != nil {
+			return nil, s.fail(ctx, op, sessionID, err)
+		}
+	}
+	return entries, nil
+}
+
+// PutKV implements store.Store: one statement, whatever the number of
+// entries.
+func (s *Store) PutKV(ctx context.Context, sessionID string, entries []store.KV) error {
+	const op = "put kv"
+	if err := s.begin(ctx, op, ""); err != nil {
+		return err
+	}
+	if err := store.CheckSessionID(sessionID); err != nil {
+		return s.fail(ctx, op, "", err)
+	}
+	if err := checkKV(entries); err != nil {
+		return s.fail(ctx, op, sessionID, err)
+	}
+	if len(entries) == 0 {
+		if err := s.writeNothing(ctx, sessionID); err != nil {
+			return s.fail(ctx, op, sessionID, err)
+		}
+		return nil
+	}
+	n := len(entries)
+	keys, values, revs, deleted := make([][]byte, n), make([][]byte, n), make([]int64, n), make([]bool, n)
+	for i, e := range entries {
+		keys[i], revs[i], deleted[i] = bytesOf(e.Key), int64(e.Rev), e.Deleted
+		if !e.Deleted {
+			values[i] = e.Value
+		}
+	}
+	args := []any{sessionID, keys, values, revs, deleted}
+	sql := s.q.putKV
+	token, fenced := store.FenceOf(ctx)
+	if fenced {
+		sql, args = s.q.putKVFenced, append(args, token)
+	}
+	if err := s.fencedWrite(ctx, token, sql, args...); err != nil {
+		return s.fail(ctx, op, sessionID, err)
+	}
+	return nil
+}
+
+// LoadKV implements store.Store.
+func (s *Store) LoadKV(ctx context.Context, sessionID string) ([]store.KV, error) {
+	const op = "load kv"
+	if err := s.begin(ctx, op, ""); err != nil {
+		return nil, err
+	}
+	if err := store.CheckSessionID(sessionID); err != nil {
+		return nil, s.fail(ctx, op, "", err)
+	}
+	rows, err := s.pool.Query(ctx, s.q.loadKV, sessionID)
+	if err != nil {
+		return nil, s.fail(ctx, op, sessionID, err)
+	}
+	defer rows.Close()
+	var entries []store.KV
+	for rows.Next() {
+		var e store.KV
+		var key []byte
+		var rev int64
+		if err := rows.Scan(&key, &e.Value, &rev, &e.Deleted); err != nil {
+			return nil, s.fail(ctx, op, sessionID, err)
+		}
+		e.Key, e.Rev = string(key), uint64(rev)
+		entries = append(entries, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail(ctx, op, sessionID, err)
+	}
+	if len(entries) == 0 {
+		if err := s.exists(ctx, sessionID); err != nil {
+			return nil, s.fail(ctx, op, sessionID, err)
+		}
+	}
+	return entries, nil
+}

@@ -1,0 +1,253 @@
+// Package postgres is a store.Store in PostgreSQL, for several surfaced
+// nodes sharing one store, through github.com/jackc/pgx/v5 and its
+// connection pool (pgxpool).
+//
+// # Layout
+//
+// Everything lives in one schema of the database, "surfaced" unless
+// WithSchema names another, so that the database can be shared with other
+// programs and several independent deployments (or tests) can share one
+// database. Open creates the schema and its tables and brings them up to
+// date: forward-only migrations, each in a transaction that holds an
+// advisory lock, so that daemons starting together do not race. A schema
+// newer than this build is refused.
+//
+// # Columns
+//
+// Times, revs, turn and prompt ids and lease tokens are BIGINT (times in unix
+// milliseconds, like the SQLite store). Session ids and node names are text
+// COLLATE "C", so that they order by bytes as they do in SQLite and in Go.
+// Every other string the caller chooses (owner, title, transcript text, KV
+// keys, ...) is bytea: PostgreSQL's text cannot hold NUL or invalid UTF-8,
+// which the other stores keep, and bytea orders by bytes too. JSON is bytea
+// as well, so that it comes back byte-identical (jsonb would rewrite it).
+//
+// # Time
+//
+// Where the time matters between nodes, it is the database server's clock
+// (now()), never a node's: lease expiry, so that clock skew between nodes
+// cannot let two of them hold a lease, and the Updated of sessions and the
+// defaults of Created and Entry.At, so that listings order the sessions of
+// all nodes by one clock.
+//
+// # Fencing
+//
+// A write under store.WithFence is a single statement that takes a share
+// lock on the session's lease row and writes only if the token is current.
+// AcquireLease updates that row, so a takeover waits for a fenced write in
+// flight to commit, and a write that comes after the takeover finds the new
+// token and writes nothing. Unfenced writes are single statements too: one
+// round trip each.
+//
+// # Connections
+//
+// The DSN is pgx's: a URL or key=value string, with pgxpool's pool_*
+// settings (pool_max_conns defaults to the larger of 4 and the number of
+// CPUs). Connecting is bounded by the DSN's connect_timeout, or 10 s (see
+// WithConnectTimeout). Open fails with an error that says what is wrong when
+// the server cannot be reached, refuses the credentials or has no such
+// database.
+//
+// # Durability
+//
+// A write returns after its commit, durable as the server's
+// synchronous_commit says: on (PostgreSQL's default), the WAL is flushed
+// first; off, like the SQLite store's synchronous=NORMAL, a server crash may
+// lose the last commits but never the consistency of the data. It can be
+// set per store in the DSN (synchronous_commit=off); BenchmarkStore prices
+// both.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/surfaced/surfaced/store"
+)
+
+// DefaultSchema is the schema the store's tables live in unless WithSchema
+// names another.
+const DefaultSchema = "surfaced"
+
+// DefaultConnectTimeout bounds each connection attempt when neither the DSN
+// (connect_timeout) nor WithConnectTimeout sets it.
+const DefaultConnectTimeout = 10 * time.Second
+
+// Store is a store.Store and store.Leaser in PostgreSQL. Use Open to get
+// one.
+type Store struct {
+	pool   *pgxpool.Pool
+	schema string // as given
+	target string // user@host:port/database, for messages
+	log    *slog.Logger
+	q      queries
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+}
+
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Leaser = (*Store)(nil)
+)
+
+// Option configures Open.
+type Option func(*config)
+
+type config struct {
+	log            *slog.Logger
+	schema         string
+	connectTimeout time.Duration
+	migrations     []migration // the schema history this build knows; tests change it
+}
+
+// WithLogger sets the logger of the store (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithSchema sets the schema that holds the store's tables (default
+// DefaultSchema). Open creates it if it does not exist.
+func WithSchema(name string) Option { return func(c *config) { c.schema = name } }
+
+// WithConnectTimeout bounds each connection attempt, from dialing to the
+// end of authentication, when the DSN has no connect_timeout (default
+// DefaultConnectTimeout).
+func WithConnectTimeout(d time.Duration) Option { return func(c *config) { c.connectTimeout = d } }
+
+// Open connects to the database at dsn and brings the store's schema up to
+// date.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	cfg := config{
+		log:            slog.Default(),
+		schema:         DefaultSchema,
+		connectTimeout: DefaultConnectTimeout,
+		migrations:     migrations,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.schema == "" || len(cfg.schema) > 63 || strings.IndexByte(cfg.schema, 0) >= 0 {
+		return nil, fmt.Errorf("postgres: open: schema name %q: want 1 to 63 bytes without NUL", cfg.schema)
+	}
+	pc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgx's message leaves the password out.
+		return nil, fmt.Errorf("postgres: open: malformed DSN: %w", err)
+	}
+	if pc.ConnConfig.ConnectTimeout == 0 && cfg.connectTimeout > 0 {
+		pc.ConnConfig.ConnectTimeout = cfg.connectTimeout
+	}
+	cc := pc.ConnConfig
+	s := &Store{
+		schema: cfg.schema,
+		target: fmt.Sprintf("%s@%s/%s", cc.User, net.JoinHostPort(cc.Host, fmt.Sprint(cc.Port)), cc.Database),
+		q:      newQueries(pgx.Identifier{cfg.schema}.Sanitize()),
+	}
+	if strings.HasPrefix(cc.Host, "/") {
+		s.target = fmt.Sprintf("%s@%s/%s", cc.User, cc.Host, cc.Database)
+	}
+	s.log = cfg.log.With("db", s.target, "schema", cfg.schema)
+	s.pool, err = pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open %s: %w", s.target, err)
+	}
+	// The pool connects lazily: the first connection tells whether the
+	// server is there and lets us in.
+	if err := s.pool.Ping(ctx); err != nil {
+		s.pool.Close()
+		return nil, s.connectErr(err, pc.ConnConfig.ConnectTimeout)
+	}
+	if err := s.migrate(ctx, cfg.migrations); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// connectErr says why the first connection failed, in the terms of what
+// the operator has to fix.
+func (s *Store) connectErr(err error, timeout time.Duration) error {
+	var pgErr *pgconn.PgError
+	var netErr net.Error
+	var dnsErr *net.DNSError
+	switch {
+	case errors.As(err, &pgErr) && (pgErr.Code == "28P01" || pgErr.Code == "28000"):
+		return fmt.Errorf("postgres: open %s: the server refused the credentials (wrong user or password, or no pg_hba.conf entry for this host): %w", s.target, err)
+	case errors.As(err, &pgErr) && pgErr.Code == "3D000":
+		return fmt.Errorf("postgres: open %s: the database does not exist (create it, or fix the DSN): %w", s.target, err)
+	case errors.As(err, &pgErr) && (pgErr.Code == "53300" || pgErr.Code == "57P03"):
+		return fmt.Errorf("postgres: open %s: the server does not accept connections now (too many, or starting up): %w", s.target, err)
+	case errors.As(err, &pgErr):
+		return fmt.Errorf("postgres: open %s: %w", s.target, err)
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
+		return fmt.Errorf("postgres: open %s: no answer from the server within the connect timeout (%v): %w", s.target, timeout, err)
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("postgres: open %s: %w", s.target, err)
+	case errors.As(err, &dnsErr):
+		return fmt.Errorf("postgres: open %s: cannot resolve the server's host name: %w", s.target, err)
+	case errors.As(err, &netErr) || errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("postgres: open %s: cannot reach the server (is it running, on this address and port?): %w", s.target, err)
+	}
+	return fmt.Errorf("postgres: open %s: cannot connect: %w", s.target, err)
+}
+
+// migrationLockKey is the advisory lock that serializes the migrations of
+// one schema: a hash of its name, so that deployments in other schemas of
+// the same database do not wait for each other.
+func migrationLockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("surfaced migrations\x00" + schema))
+	return int64(h.Sum64())
+}
+
+// Schema returns the name of the schema that holds the store's tables.
+func (s *Store) Schema() string { return s.schema }
+
+// Close implements store.Store. It waits for calls in flight to return
+// their connections.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.pool.Close()
+	})
+	return nil
+}
+
+// fail wraps err from operation op on session id, telling a closed store
+// apart from a failing one, and a canceled call from a failing store.
+func (s *Store) fail(ctx context.Context, op, id string, err error) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		err = fmt.Errorf("%w: %w", ctxErr, err)
+	}
+	if id == "" {
+		return fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	return fmt.Errorf("postgres: %s %q: %w", op, id, err)
+}
+
+// begin checks what every call checks first: the store is open and ctx is
+// live.
+func (s *Store) begin(ctx context.Context, op, id string) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return s.fail(ctx, op, id, err)
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/surfaced/surfaced/store"
+	"github.com/surfaced/surfaced/store/memstore"
+)
+
+// recordingStore records the PutKV calls that reach the store: how many
+// entries, under which fence. The first call waits for release, so that
+// the ops submitted meanwhile queue up into one batch.
+type recordingStore struct {
+	*memstore.Store
+	release chan struct{}
+	mu      sync.Mutex
+	calls   []string
+}
+
+func (r *recordingStore) PutKV(ctx context.Context, id string, entries []store.KV) error {
+	r.mu.Lock()
+	first := len(r.calls) == 0
+	fence, fenced := store.FenceOf(ctx)
+	call := fmt.Sprintf("%d entries", len(entries))
+	if fenced {
+		call += fmt.Sprintf(" fence %d", fence)
+	}
+	r.calls = append(r.calls, call)
+	r.mu.Unlock()
+	if first {
+		<-r.release
+	}
+	return r.Store.PutKV(ctx, id, entries)
+}
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func TestWriterCoalescesOnlyUnderOneFence(t *testing.T) {
+	ctx := context.Background()
+	rs := &recordingStore{Store: memstore.New(), release: make(chan struct{})}
+	must(t, rs.CreateSession(ctx, store.Session{ID: "s", Owner: "alice"}))
+	a, err := rs.AcquireLease(ctx, "s", "node-a", time.Minute)
+	must(t, err)
+
+	w := store.NewWriter(rs, 1, quiet())
+	defer w.Close()
+	results := make([]error, 7)
+	var wg sync.WaitGroup
+	submit := func(i int, fence int64) {
+		wg.Add(1)
+		w.Submit(store.Op{SessionID: "s", Fence: fence, KV: []store.KV{{Key: fmt.Sprint("k", i), Value: []byte("1"), Rev: 1}},
+			Done: func(err error) { results[i] = err; wg.Done() }})
+	}
+	submit(0, 0)
+	// Wait until op 0 is being written, so that the rest queue behind it.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		rs.mu.Lock()
+		n := len(rs.calls)
+		rs.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("op 0 never reached the store")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	submit(1, a.Token)
+	submit(2, a.Token)
+	submit(3, a.Token+1) // never issued: fenced
+	submit(4, a.Token+1)
+	submit(5, 0)
+	submit(6, 0)
+	close(rs.release)
+	wg.Wait()
+
+	want := []string{"1 entries", "2 entries fence 1", "2 entries fence 2", "2 entries"}
+	if !slices.Equal(rs.calls, want) {
+		t.Errorf("PutKV calls %q, want %q", rs.calls, want)
+	}
+	for i, err := range results {
+		if fenced := i == 3 || i == 4; fenced != errors.Is(err, store.ErrFenced) {
+			t.Errorf("op %d: Done(%v)", i, err)
+		} else if !fenced && err != nil {
+			t.Errorf("op %d: Done(%v), want nil", i, err)
+		}
+	}
+	kv, err := rs.LoadKV(ctx, "s")
+	must(t, err)
+	var keys []string
+	for _, e := range kv {
+		keys = append(keys, e.Key)
+	}
+	if want := []string{"k0", "k1", "k2", "k5", "k6"}; !slices.Equal(keys, want) {
+		t.Errorf("keys %v, want %v: the fenced ops wrote", keys, want)
+	}
+}
+
+// TestWriterFencedOp checks every part of an op under a fence, after a
+// takeover: none is written, Done gets ErrFenced, and the new holder's ops
+// pass.
+func TestWriterFencedOp(t *testing.T) {
+	ctx := context.Background()
+	ms := memstore.New()
+	must(t, ms.CreateSession(ctx, store.Session{ID: "s", Owner: "alice"}))
+	a, err := ms.AcquireLease(ctx, "s", "node-a", time.Minute)
+	must(t, err)
+	w := store.NewWriter(ms, 2, quiet())
+	defer w.Close()
+
+	title := "by a"
+	op := func(fence int64, title *string, text string) store.Op {
+		return store.Op{SessionID: "s", Fence: fence, KV: []store.KV{{Key: text, Value: []byte("1"), Rev: 1}},
+			Transcript: []store.Entry{{Role: "user", Text: text}}, Update: &store.SessionUpdate{Title: title}}
+	}
+	done := make(chan error, 1)
+	o := op(a.Token, &title, "a1")
+	o.Done = func(err error) { done <- err }
+	w.Submit(o)
+	must(t, <-done)
+
+	must(t, ms.ReleaseLease(ctx, "s", a.Token))
+	b, err := ms.AcquireLease(ctx, "s", "node-b", time.Minute)
+	must(t, err)
+	stale := "stale"
+	o = op(a.Token, &stale, "a2")
+	o.Done = func(err error) { done <- err }
+	w.Submit(o)
+	if err := <-done; !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("op under the old token: Done(%v), want ErrFenced", err)
+	}
+	fresh := "by b"
+	o = op(b.Token, &fresh, "b1")
+	o.Done = func(err error) { done <- err }
+	w.Submit(o)
+	must(t, <-done)
+
+	sess, err := ms.GetSession(ctx, "s")
+	must(t, err)
+	tr, err := ms.Transcript(ctx, "s")
+	must(t, err)
+	kv, err := ms.LoadKV(ctx, "s")
+	must(t, err)
+	if sess.Title != "by b" || len(tr) != 2 || tr[1].Text != "b1" || len(kv) != 2 {
+		t.Errorf("after a fenced op: title %q, transcript %v, kv %v", sess.Title, tr, kv)
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
