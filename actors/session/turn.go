@@ -50,6 +50,10 @@ type turn struct {
 	endErr string
 
 	// Streaming parts of the assistant message in progress.
+	lastPart  string // partID's memo
+	lastKind  string
+	lastIndex int
+	lastMsg   int
 	msgN      int
 	open      map[string]bool // part ids open (text-start without text-end)
 	text      strings.Builder
@@ -513,8 +517,24 @@ func (s *sessionActor) agentEvent(ctx actor.Context, typ string, line []byte) {
 	}
 }
 
+// partID names a text or reasoning part of the turn's current message. The
+// last one is remembered: a stream of deltas asks for the same id each time.
 func (s *sessionActor) partID(kind string, index int) string {
-	return fmt.Sprintf("%d-%d-%s%d", s.turn.id, s.turn.msgN, kind, index)
+	t := s.turn
+	if t.lastPart != "" && t.lastKind == kind && t.lastIndex == index && t.lastMsg == t.msgN {
+		return t.lastPart
+	}
+	id := strconv.FormatUint(t.id, 10) + "-" + strconv.Itoa(t.msgN) + "-" + kind + strconv.Itoa(index)
+	t.lastPart, t.lastKind, t.lastIndex, t.lastMsg = id, kind, index, t.msgN
+	return id
+}
+
+// partChunk is a text or reasoning chunk: the hot path of a streaming turn,
+// marshalled without reflection over a map.
+type partChunk struct {
+	Type  string `json:"type"`
+	ID    string `json:"id"`
+	Delta string `json:"delta,omitempty"`
 }
 
 func (s *sessionActor) messageUpdate(e *proc.AssistantMessageEvent) {
@@ -524,41 +544,41 @@ func (s *sessionActor) messageUpdate(e *proc.AssistantMessageEvent) {
 		id := s.partID("t", e.ContentIndex)
 		if !t.open[id] {
 			t.open[id] = true
-			s.emitChat(map[string]any{"type": "text-start", "id": id})
+			s.emitChat(partChunk{Type: "text-start", ID: id})
 		}
 	case proc.AMETextDelta:
 		id := s.partID("t", e.ContentIndex)
 		if !t.open[id] {
 			t.open[id] = true
-			s.emitChat(map[string]any{"type": "text-start", "id": id})
+			s.emitChat(partChunk{Type: "text-start", ID: id})
 		}
 		t.text.WriteString(e.Delta)
-		s.emitChat(map[string]any{"type": "text-delta", "id": id, "delta": e.Delta})
+		s.emitChat(partChunk{Type: "text-delta", ID: id, Delta: e.Delta})
 	case proc.AMETextEnd:
 		id := s.partID("t", e.ContentIndex)
 		if t.open[id] {
 			delete(t.open, id)
-			s.emitChat(map[string]any{"type": "text-end", "id": id})
+			s.emitChat(partChunk{Type: "text-end", ID: id})
 		}
 	case proc.AMEThinkingStart:
 		id := s.partID("r", e.ContentIndex)
 		if !t.open[id] {
 			t.open[id] = true
-			s.emitChat(map[string]any{"type": "reasoning-start", "id": id})
+			s.emitChat(partChunk{Type: "reasoning-start", ID: id})
 		}
 	case proc.AMEThinkingDelta:
 		id := s.partID("r", e.ContentIndex)
 		if !t.open[id] {
 			t.open[id] = true
-			s.emitChat(map[string]any{"type": "reasoning-start", "id": id})
+			s.emitChat(partChunk{Type: "reasoning-start", ID: id})
 		}
 		t.thinking.WriteString(e.Delta)
-		s.emitChat(map[string]any{"type": "reasoning-delta", "id": id, "delta": e.Delta})
+		s.emitChat(partChunk{Type: "reasoning-delta", ID: id, Delta: e.Delta})
 	case proc.AMEThinkingEnd:
 		id := s.partID("r", e.ContentIndex)
 		if t.open[id] {
 			delete(t.open, id)
-			s.emitChat(map[string]any{"type": "reasoning-end", "id": id})
+			s.emitChat(partChunk{Type: "reasoning-end", ID: id})
 		}
 	case proc.AMEError:
 		if e.Reason == "aborted" {
