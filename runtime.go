@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/protobuf/proto"
@@ -62,6 +63,10 @@ type Config struct {
 	Props func(kind, sessionID, domain string) []actor.PropsOption
 	// StoreWorkers is the number of store writer goroutines (default 4).
 	StoreWorkers int
+	// Cluster, when set, makes this runtime a member of a protoactor cluster:
+	// sessions are grains placed by the cluster and fenced by leases in the
+	// (shared) store, which must implement store.Leaser.
+	Cluster *ClusterConfig
 }
 
 // Runtime hosts sessions.
@@ -70,11 +75,23 @@ type Runtime struct {
 	log     *slog.Logger
 	sys     *actor.ActorSystem
 	writer  *store.Writer
-	dir     *session.Local
+	dir     session.Directory
+	local   *session.Local // single node (nil in a cluster)
+	node    *clusterNode   // cluster member (nil on a single node)
+	deps    *session.Deps
 	metrics *metrics.Metrics
-	reg     *prometheus.Registry
-	agents  map[string]AgentSpec
-	names   []string
+
+	liveMu sync.Mutex
+	live   map[string]*actor.PID // sessions active on this node
+
+	// bus is the daemon's event bus; it outlives actor systems (a cluster
+	// member that rejoins gets a new one).
+	bus *eventstream.EventStream
+	// swap guards sys, dir and node, which a rejoin replaces.
+	swap   sync.RWMutex
+	reg    *prometheus.Registry
+	agents map[string]AgentSpec
+	names  []string
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -106,7 +123,8 @@ func New(cfg Config) (*Runtime, error) {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	r := &Runtime{cfg: cfg, log: log, reg: reg, agents: map[string]AgentSpec{}}
+	r := &Runtime{cfg: cfg, log: log, reg: reg, agents: map[string]AgentSpec{}, live: map[string]*actor.PID{},
+		bus: eventstream.NewEventStream()}
 	for _, a := range cfg.Agents {
 		if a.Name == "" {
 			return nil, errors.New("surfaced: an agent has no name")
@@ -122,24 +140,80 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	sort.Strings(r.names)
 	r.metrics = metrics.New(reg)
-	r.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(sys *actor.ActorSystem) *slog.Logger {
+	r.writer = store.NewWriter(cfg.Store, cfg.StoreWorkers, log)
+	r.deps = &session.Deps{
+		NodeID:      cfg.NodeID,
+		Writer:      r.writer,
+		Agent:       r.Agent,
+		Domains:     r.domainsFor,
+		Logger:      log,
+		Metrics:     r.metrics,
+		Limits:      cfg.Limits,
+		Props:       cfg.Props,
+		Publish:     r.Publish,
+		Activated:   r.activated,
+		Deactivated: r.deactivated,
+	}
+	if cfg.Cluster != nil {
+		if err := r.startCluster(); err != nil {
+			r.writer.Close()
+			return nil, err
+		}
+		return r, nil
+	}
+	r.sys = newActorSystem(log)
+	r.local = session.NewLocal(r.sys, r.deps)
+	r.dir = r.local
+	return r, nil
+}
+
+// newActorSystem makes an actor system that logs into the daemon's logger.
+func newActorSystem(log *slog.Logger) *actor.ActorSystem {
+	return actor.NewActorSystem(actor.WithLoggerFactory(func(sys *actor.ActorSystem) *slog.Logger {
 		// protoactor logs a lot at Info; the daemon wants its warnings only.
 		return slog.New(minLevel{h: log.Handler(), min: slog.LevelWarn}).With("lib", "protoactor")
 	}))
-	r.writer = store.NewWriter(cfg.Store, cfg.StoreWorkers, log)
-	deps := &session.Deps{
-		NodeID:  cfg.NodeID,
-		Writer:  r.writer,
-		Agent:   r.Agent,
-		Domains: r.domainsFor,
-		Logger:  log,
-		Metrics: r.metrics,
-		Limits:  cfg.Limits,
-		Props:   cfg.Props,
-		Publish: r.Publish,
+}
+
+func (r *Runtime) activated(id string, pid *actor.PID) {
+	r.liveMu.Lock()
+	r.live[id] = pid
+	r.liveMu.Unlock()
+}
+
+func (r *Runtime) deactivated(id string, pid *actor.PID) {
+	r.liveMu.Lock()
+	if cur, ok := r.live[id]; ok && cur.Equal(pid) {
+		delete(r.live, id)
 	}
-	r.dir = session.NewLocal(r.sys, deps)
-	return r, nil
+	r.liveMu.Unlock()
+}
+
+// LiveSessions returns the ids of the sessions active on this node.
+func (r *Runtime) LiveSessions() []string {
+	r.liveMu.Lock()
+	defer r.liveMu.Unlock()
+	out := make([]string, 0, len(r.live))
+	for id := range r.live {
+		out = append(out, id)
+	}
+	return out
+}
+
+// Clustered reports whether this runtime is a cluster member.
+func (r *Runtime) Clustered() bool {
+	r.swap.RLock()
+	defer r.swap.RUnlock()
+	return r.node != nil
+}
+
+// Ready reports whether the runtime serves sessions: always on a single
+// node; in a cluster, while this member is in its own view of the topology.
+func (r *Runtime) Ready() bool {
+	r.swap.RLock()
+	n := r.node
+	r.swap.RUnlock()
+	return n == nil || n.ready.Load()
 }
 
 // Agent returns a configured agent.
@@ -175,13 +249,45 @@ func (r *Runtime) domainsFor(agent string) []surface.Domain {
 }
 
 // System is the actor system (for gateway actors and the event bus).
-func (r *Runtime) System() *actor.ActorSystem { return r.sys }
+func (r *Runtime) System() *actor.ActorSystem {
+	r.swap.RLock()
+	defer r.swap.RUnlock()
+	return r.sys
+}
+
+// stopLiveSessions asks every session active on this node to stop for reason
+// and waits for them.
+func (r *Runtime) stopLiveSessions(ctx context.Context, reason string) {
+	r.liveMu.Lock()
+	pids := make([]*actor.PID, 0, len(r.live))
+	for _, pid := range r.live {
+		pids = append(pids, pid)
+	}
+	r.liveMu.Unlock()
+	var wg sync.WaitGroup
+	for _, pid := range pids {
+		wg.Add(1)
+		go func(pid *actor.PID) {
+			defer wg.Done()
+			timeout := 10 * time.Second
+			if dl, ok := ctx.Deadline(); ok {
+				timeout = time.Until(dl)
+			}
+			_, _ = r.System().Root.RequestFuture(pid, &pb.Stop{Caller: &pb.Caller{System: true}, Reason: reason}, timeout).Result()
+		}(pid)
+	}
+	wg.Wait()
+}
 
 // Directory addresses sessions by id.
-func (r *Runtime) Directory() session.Directory { return r.dir }
+func (r *Runtime) Directory() session.Directory {
+	r.swap.RLock()
+	defer r.swap.RUnlock()
+	return r.dir
+}
 
-// Local is the single-node directory (live sessions, shutdown).
-func (r *Runtime) Local() *session.Local { return r.dir }
+// Local is the single-node directory (nil in a cluster).
+func (r *Runtime) Local() *session.Local { return r.local }
 
 // Store is the session store.
 func (r *Runtime) Store() store.Store { return r.cfg.Store }
@@ -195,17 +301,23 @@ func (r *Runtime) Registry() *prometheus.Registry { return r.reg }
 // Logger is the daemon's logger.
 func (r *Runtime) Logger() *slog.Logger { return r.log }
 
-// NodeID names this node.
-func (r *Runtime) NodeID() string { return r.cfg.NodeID }
+// NodeID names this node: its configured name, or in a cluster its member
+// address and id.
+func (r *Runtime) NodeID() string {
+	if r.Clustered() {
+		return r.deps.NodeID
+	}
+	return r.cfg.NodeID
+}
 
 // Publish puts an event on the daemon's event bus.
-func (r *Runtime) Publish(ev any) { r.sys.EventStream.Publish(ev) }
+func (r *Runtime) Publish(ev any) { r.bus.Publish(ev) }
 
 // Subscribe calls fn for every event on the bus until the returned function
 // is called.
 func (r *Runtime) Subscribe(fn func(ev any)) (unsubscribe func()) {
-	sub := r.sys.EventStream.Subscribe(fn)
-	return func() { r.sys.EventStream.Unsubscribe(sub) }
+	sub := r.bus.Subscribe(fn)
+	return func() { r.bus.Unsubscribe(sub) }
 }
 
 // CreateOptions describe a new session.
@@ -292,7 +404,7 @@ func (r *Runtime) CreateSession(ctx context.Context, o CreateOptions) (string, e
 		return "", fmt.Errorf("create session: %w", err)
 	}
 	r.metrics.SessionsCreated.Inc()
-	if _, err := r.dir.Request(ctx, rec.ID, &pb.GetSummary{Caller: &pb.Caller{System: true}}); err != nil {
+	if _, err := r.Directory().Request(ctx, rec.ID, &pb.GetSummary{Caller: &pb.Caller{System: true}}); err != nil {
 		return "", fmt.Errorf("start session %s: %w", rec.ID, err)
 	}
 	r.log.Info("session created", "session", rec.ID, "agent", a.Name, "owner", o.Owner, "cwd", cwd)
@@ -301,7 +413,7 @@ func (r *Runtime) CreateSession(ctx context.Context, o CreateOptions) (string, e
 
 // Request sends a request to a session.
 func (r *Runtime) Request(ctx context.Context, id string, msg proto.Message) (proto.Message, error) {
-	return r.dir.Request(ctx, id, msg)
+	return r.Directory().Request(ctx, id, msg)
 }
 
 // Shutdown stops every session (they sleep: their agents stop, their clients
@@ -310,11 +422,21 @@ func (r *Runtime) Request(ctx context.Context, id string, msg proto.Message) (pr
 // Shutdown is idempotent; later calls return the first one's result.
 func (r *Runtime) Shutdown(ctx context.Context) error {
 	r.shutdownOnce.Do(func() {
-		r.dir.Close()
-		r.dir.StopAll(ctx, "shutdown")
+		if r.local != nil {
+			r.local.Close()
+			r.local.StopAll(ctx, "shutdown")
+		} else {
+			r.stopLiveSessions(ctx, "shutdown")
+			r.swap.RLock()
+			node := r.node
+			r.swap.RUnlock()
+			node.shutdown()
+		}
 		r.shutdownErr = r.writer.Flush(ctx)
 		r.writer.Close()
-		r.sys.Shutdown()
+		if r.local != nil {
+			r.sys.Shutdown() // a cluster member's went with the cluster
+		}
 	})
 	return r.shutdownErr
 }

@@ -348,7 +348,7 @@ func (s *Server) sessionNew(c *conn, m *rpcMessage) {
 
 // checkLimits applies the HTTP API's session limits to session/new.
 func (s *Server) checkLimits(ctx context.Context, c *conn) *acp.RequestError {
-	if n := len(s.rt.Local().Live()); n >= s.opts.SessionsTotal {
+	if n := len(s.rt.LiveSessions()); n >= s.opts.SessionsTotal {
 		return &acp.RequestError{Code: codeInternal, Message: fmt.Sprintf("Too many sessions: this daemon already runs %d.", n),
 			Data: map[string]string{"code": "too_many_sessions"}}
 	}

@@ -142,21 +142,30 @@ type AgentInfo struct {
 	Version string `yaml:"version"`
 }
 
-// ClusterSection configures clustering (file section cluster). It is parsed
-// and validated now and used by a later release; an empty Provider means a
-// single node.
+// ClusterSection configures clustering (file section cluster); an empty
+// Provider means a single node.
 type ClusterSection struct {
 	Name          string   `yaml:"name"`           // cluster name ("surfaced")
-	Provider      string   `yaml:"provider"`       // automanaged | etcd
+	Provider      string   `yaml:"provider"`       // automanaged | etcd | k8s
 	EtcdEndpoints []string `yaml:"etcd_endpoints"` // host:port or URLs (etcd only)
 	AdvertiseAddr string   `yaml:"advertise_addr"` // host:port other nodes reach
-	BindAddr      string   `yaml:"bind_addr"`      // host:port the cluster listens on
+	BindAddr      string   `yaml:"bind_addr"`      // host:port the cluster listens on (default 127.0.0.1:0)
+	// AutomanagedPort is this node's automanaged health port, and
+	// AutomanagedPeers every node's host:port of it (this one included):
+	// automanaged polls a static list (development on one machine).
+	AutomanagedPort  int      `yaml:"automanaged_port"`
+	AutomanagedPeers []string `yaml:"automanaged_peers"`
+	// LeaseTTL bounds how long a dead node's sessions stay fenced (6s).
+	LeaseTTL Duration `yaml:"lease_ttl"`
 }
 
 // Cluster providers.
 const (
 	ProviderAutomanaged = "automanaged"
 	ProviderEtcd        = "etcd"
+	// ProviderKubernetes is the library's Kubernetes provider, in binaries
+	// built with -tags k8s.
+	ProviderKubernetes = "k8s"
 )
 
 // Enabled reports whether a cluster is configured.

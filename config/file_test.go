@@ -414,8 +414,8 @@ func TestValidationMessages(t *testing.T) {
 		{"acp agent_info name", func(f *File) { f.ACP.AgentInfo = &AgentInfo{Version: "1"} }, "acp.agent_info.name: is empty (agent_info replaces the default whole: give name and version)"},
 		{"acp agent_info version", func(f *File) { f.ACP.AgentInfo = &AgentInfo{Name: "x"} }, "acp.agent_info.version: is empty"},
 
-		{"cluster without provider", func(f *File) { f.Cluster.Name = "x" }, "cluster.provider: is required when cluster is configured (automanaged or etcd)"},
-		{"cluster bad provider", func(f *File) { f.Cluster.Provider = "consul"; f.Store = "postgres://h/db" }, `cluster.provider: "consul" is not a provider (automanaged or etcd)`},
+		{"cluster without provider", func(f *File) { f.Cluster.Name = "x" }, "cluster.provider: is required when cluster is configured (automanaged, etcd or k8s)"},
+		{"cluster bad provider", func(f *File) { f.Cluster.Provider = "consul"; f.Store = "postgres://h/db" }, `cluster.provider: "consul" is not a provider (automanaged, etcd or k8s)`},
 		{"cluster etcd no endpoints", func(f *File) { f.Cluster.Provider = "etcd"; f.Store = "postgres://h/db" }, "cluster.etcd_endpoints: provider etcd needs at least one endpoint (host:port)"},
 		{"cluster etcd bad endpoint", func(f *File) {
 			f.Cluster = ClusterSection{Provider: "etcd", EtcdEndpoints: []string{"etcd"}}
@@ -437,6 +437,10 @@ func TestValidationMessages(t *testing.T) {
 			f.Cluster = ClusterSection{Provider: "automanaged", BindAddr: "x:y"}
 			f.Store = "postgres://h/db"
 		}, `cluster.bind_addr: "x:y" has no valid port`},
+		{"cluster k8s needs a fixed port", func(f *File) {
+			f.Cluster = ClusterSection{Provider: "k8s", BindAddr: "0.0.0.0:0"}
+			f.Store = "postgres://h/db"
+		}, "cluster.bind_addr: provider k8s needs a fixed port (e.g. 0.0.0.0:7900)"},
 		{"cluster needs postgres", func(f *File) { f.Cluster.Provider = "automanaged" }, "cluster: the nodes of a cluster share one store: set store to a postgres:// URL"},
 	}
 	for _, c := range cases {

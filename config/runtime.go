@@ -277,6 +277,14 @@ type Flags struct {
 	PprofAddr  *string // --pprof-addr
 	LogLevel   *string // --log-level
 	LogFormat  *string // --log-format
+
+	ClusterName      *string   // --cluster-name
+	ClusterProvider  *string   // --cluster-provider
+	EtcdEndpoints    *[]string // --etcd-endpoints
+	AdvertiseAddr    *string   // --advertise-addr
+	ClusterBind      *string   // --cluster-bind
+	AutomanagedPort  *int      // --automanaged-port
+	AutomanagedPeers *[]string // --automanaged-peers
 }
 
 // ApplyEnv applies the environment over the file: SURFACED_DATA_DIR sets
@@ -306,6 +314,19 @@ func (f *File) ApplyFlags(fl Flags) error {
 	}
 	set(&f.Addr, fl.Addr)
 	set(&f.Store, fl.Store)
+	set(&f.Cluster.Name, fl.ClusterName)
+	set(&f.Cluster.Provider, fl.ClusterProvider)
+	set(&f.Cluster.AdvertiseAddr, fl.AdvertiseAddr)
+	set(&f.Cluster.BindAddr, fl.ClusterBind)
+	if fl.EtcdEndpoints != nil {
+		f.Cluster.EtcdEndpoints = *fl.EtcdEndpoints
+	}
+	if fl.AutomanagedPort != nil {
+		f.Cluster.AutomanagedPort = *fl.AutomanagedPort
+	}
+	if fl.AutomanagedPeers != nil {
+		f.Cluster.AutomanagedPeers = *fl.AutomanagedPeers
+	}
 	set(&f.PprofAddr, fl.PprofAddr)
 	set(&f.LogLevel, fl.LogLevel)
 	set(&f.LogFormat, fl.LogFormat)

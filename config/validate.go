@@ -204,8 +204,9 @@ func underPath(p, root string) bool { return p == root || strings.HasPrefix(p, r
 func (v *validation) cluster() {
 	c := v.f.Cluster
 	if c.Provider == "" {
-		if c.Name != "" || len(c.EtcdEndpoints) > 0 || c.AdvertiseAddr != "" || c.BindAddr != "" {
-			v.add("cluster.provider", "is required when cluster is configured (%s or %s)", ProviderAutomanaged, ProviderEtcd)
+		if c.Name != "" || len(c.EtcdEndpoints) > 0 || c.AdvertiseAddr != "" || c.BindAddr != "" ||
+			c.AutomanagedPort != 0 || len(c.AutomanagedPeers) > 0 {
+			v.add("cluster.provider", "is required when cluster is configured (%s, %s or %s)", ProviderAutomanaged, ProviderEtcd, ProviderKubernetes)
 		}
 		return
 	}
@@ -213,6 +214,17 @@ func (v *validation) cluster() {
 	case ProviderAutomanaged:
 		if len(c.EtcdEndpoints) > 0 {
 			v.add("cluster.etcd_endpoints", "only with provider %s", ProviderEtcd)
+		}
+		if c.AutomanagedPort <= 0 || c.AutomanagedPort > 65535 {
+			v.add("cluster.automanaged_port", "provider automanaged needs this node's health port (1-65535)")
+		}
+		if len(c.AutomanagedPeers) == 0 {
+			v.add("cluster.automanaged_peers", "provider automanaged needs every node's host:port of its health port")
+		}
+		for i, e := range c.AutomanagedPeers {
+			if err := checkHostPort(e); err != nil {
+				v.add(fmt.Sprintf("cluster.automanaged_peers[%d]", i), "%q %v", e, err)
+			}
 		}
 	case ProviderEtcd:
 		if len(c.EtcdEndpoints) == 0 {
@@ -223,8 +235,20 @@ func (v *validation) cluster() {
 				v.add(fmt.Sprintf("cluster.etcd_endpoints[%d]", i), "%q is not host:port or an http(s) URL", e)
 			}
 		}
+	case ProviderKubernetes:
+		if len(c.EtcdEndpoints) > 0 {
+			v.add("cluster.etcd_endpoints", "only with provider %s", ProviderEtcd)
+		}
+		if c.AutomanagedPort != 0 || len(c.AutomanagedPeers) > 0 {
+			v.add("cluster.automanaged_port", "only with provider %s", ProviderAutomanaged)
+		}
+		// The provider publishes the cluster port in the pod's labels: it
+		// must be fixed.
+		if _, port, err := net.SplitHostPort(c.BindAddr); err != nil || port == "0" || port == "" {
+			v.add("cluster.bind_addr", "provider k8s needs a fixed port (e.g. 0.0.0.0:7900)")
+		}
 	default:
-		v.add("cluster.provider", "%q is not a provider (%s or %s)", c.Provider, ProviderAutomanaged, ProviderEtcd)
+		v.add("cluster.provider", "%q is not a provider (%s, %s or %s)", c.Provider, ProviderAutomanaged, ProviderEtcd, ProviderKubernetes)
 	}
 	if c.Name != "" && !nameRe.MatchString(c.Name) {
 		v.add("cluster.name", "%q is not valid (lowercase letters, digits, - and _, starting with a letter)", c.Name)

@@ -41,6 +41,8 @@ func statusOf(code string) int {
 		return http.StatusBadRequest
 	case session.CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
+	case session.CodeMoved:
+		return http.StatusServiceUnavailable
 	default:
 		return http.StatusInternalServerError
 	}

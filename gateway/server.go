@@ -156,11 +156,19 @@ func (s *Server) routes() {
 		e.GET(p, serveStatic)
 	}
 	e.GET("/healthz", func(c echo.Context) error {
-		return c.JSON(http.StatusOK, map[string]any{"ok": true, "node": s.rt.NodeID(), "version": surfaced.Version})
+		out := map[string]any{"ok": true, "node": s.rt.NodeID(), "version": surfaced.Version}
+		if s.rt.Clustered() {
+			out["members"] = s.rt.ClusterMembers()
+			out["ready"] = s.rt.Ready()
+		}
+		return c.JSON(http.StatusOK, out)
 	})
 	e.GET("/readyz", func(c echo.Context) error {
 		if s.isClosing() {
 			return apiErr(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
+		}
+		if !s.rt.Ready() {
+			return apiErr(http.StatusServiceUnavailable, "not_ready", "this node is not in the cluster right now (rejoining)")
 		}
 		return c.JSON(http.StatusOK, map[string]any{"ok": true})
 	})

@@ -72,7 +72,7 @@ func (s *Server) createSession(c echo.Context) error {
 		return apiErr(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
 	}
 	subject := guard.IdentityOf(c).Subject
-	if n := len(s.rt.Local().Live()); n >= s.lim.SessionsTotal {
+	if n := len(s.rt.LiveSessions()); n >= s.lim.SessionsTotal {
 		return apiErr(http.StatusTooManyRequests, "too_many_sessions", fmt.Sprintf("this daemon already runs %d sessions", n))
 	}
 	if n, err := s.liveSessions(c.Request().Context(), subject); err != nil {
@@ -166,12 +166,15 @@ func (s *Server) listSessions(c echo.Context) error {
 		NextCursor string `json:"nextCursor,omitempty"`
 	}{Sessions: []item{}, NextCursor: next}
 	live := map[string]bool{}
-	for _, id := range s.rt.Local().Live() {
+	for _, id := range s.rt.LiveSessions() {
 		live[id] = true
 	}
+	clustered := s.rt.Clustered()
 	for _, p := range page {
 		status := p.Status
-		if status != session.StatusEnded && !live[p.ID] {
+		// On one node, a session that is not live here has no agent. In a
+		// cluster it may live on another node: the stored status stands.
+		if status != session.StatusEnded && !live[p.ID] && !clustered {
 			status = session.StatusIdle
 		}
 		out.Sessions = append(out.Sessions, item{SessionID: p.ID, Agent: p.Agent, Title: p.Title, Status: status, Cwd: p.Cwd,
@@ -213,7 +216,7 @@ func (s *Server) getSession(c echo.Context) error {
 		"status": sum.GetStatus(), "busy": sum.GetBusy(), "queued": sum.GetQueued(), "cwd": sum.GetCwd(),
 		"createdAt": rfc3339(sum.GetCreatedAtMs()), "updatedAt": rfc3339(sum.GetUpdatedAtMs()),
 		"surfaces": surfacesJSON(sum.GetSurfaces()), "code": sum.GetCode(), "detail": sum.GetDetail(),
-		"images": sum.GetImages(),
+		"images": sum.GetImages(), "node": sum.GetNode(),
 	})
 }
 

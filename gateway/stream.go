@@ -20,6 +20,7 @@ type stream struct {
 	id   string
 	q    *outbound
 	pid  *actor.PID
+	sys  *actor.ActorSystem // where the gateway actor lives (a rejoin replaces the runtime's)
 	mode string
 }
 
@@ -50,14 +51,15 @@ func (s *Server) openStream(c echo.Context, kind, last string) (*stream, error) 
 	if s.opts.Props != nil {
 		opts = s.opts.Props(kind, id)
 	}
-	pid := s.rt.System().Root.SpawnPrefix(clientProps(q, opts...), kind+"-")
-	st := &stream{s: s, kind: kind, id: id, q: q, pid: pid}
+	sys := s.rt.System()
+	pid := sys.Root.SpawnPrefix(clientProps(q, opts...), kind+"-")
+	st := &stream{s: s, kind: kind, id: id, q: q, pid: pid, sys: sys}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), session.DefaultRequestTimeout)
 	defer cancel()
 	res, err := s.rt.Request(ctx, id, &pb.Subscribe{Subscriber: pb.PidOf(pid), LastEventId: last, ClientKind: kind,
 		Subject: guard.IdentityOf(c).Subject})
 	if err != nil {
-		s.rt.System().Root.Stop(pid)
+		sys.Root.Stop(pid)
 		if ae := fromRequestErr(err); ae != nil {
 			return nil, ae
 		}
@@ -65,12 +67,12 @@ func (s *Server) openStream(c echo.Context, kind, last string) (*stream, error) 
 	}
 	r := res.(*pb.SubscribeResult)
 	if r.GetError() != nil {
-		s.rt.System().Root.Stop(pid)
+		sys.Root.Stop(pid)
 		return nil, fromPB(r.GetError())
 	}
 	st.mode = r.GetMode()
 	if !s.track(st) {
-		s.rt.System().Root.Stop(pid)
+		sys.Root.Stop(pid)
 		return nil, apiErr(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
 	}
 	s.rt.Metrics().ClientUp(kind)
@@ -79,7 +81,7 @@ func (s *Server) openStream(c echo.Context, kind, last string) (*stream, error) 
 }
 
 func (st *stream) close() {
-	st.s.rt.System().Root.Stop(st.pid)
+	st.sys.Root.Stop(st.pid)
 	st.s.untrack(st)
 	st.s.rt.Metrics().ClientDown(st.kind)
 }

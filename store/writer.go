@@ -39,6 +39,15 @@ type Writer struct {
 	workers []*writerWorker
 	wg      sync.WaitGroup
 	timeout time.Duration
+	inline  bool // the store writes in memory: write on the caller's goroutine when idle
+}
+
+// Inliner is implemented by stores whose writes are cheap and never block
+// (memstore): Writer then writes an op on the submitting goroutine when that
+// session's worker is idle, instead of handing it to the worker. Order and
+// the Done contract are the same; only a goroutine hand-off is saved.
+type Inliner interface {
+	Inline() bool
 }
 
 type writerWorker struct {
@@ -59,6 +68,9 @@ func NewWriter(s Store, workers int, log *slog.Logger) *Writer {
 		log = slog.Default()
 	}
 	w := &Writer{store: s, log: log, timeout: 30 * time.Second}
+	if in, ok := s.(Inliner); ok && in.Inline() {
+		w.inline = true
+	}
 	for i := 0; i < workers; i++ {
 		ww := &writerWorker{wake: make(chan struct{}, 1)}
 		ww.idle = sync.NewCond(&ww.mu)
@@ -82,6 +94,25 @@ func (w *Writer) worker(sessionID string) *writerWorker {
 func (w *Writer) Submit(op Op) {
 	ww := w.worker(op.SessionID)
 	ww.mu.Lock()
+	if w.inline && !ww.closed && !ww.running && len(ww.queue) == 0 {
+		// Idle: write here. running keeps the worker (and other inline
+		// writers of this worker) out until it is done, so order holds.
+		ww.running = true
+		ww.mu.Unlock()
+		w.write([]Op{op})
+		ww.mu.Lock()
+		ww.running = false
+		queued := len(ww.queue) > 0
+		ww.idle.Broadcast()
+		ww.mu.Unlock()
+		if queued {
+			select {
+			case ww.wake <- struct{}{}:
+			default:
+			}
+		}
+		return
+	}
 	if ww.closed {
 		ww.mu.Unlock()
 		if op.Done != nil {
@@ -136,6 +167,10 @@ func (w *Writer) run(ww *writerWorker) {
 	defer w.wg.Done()
 	for {
 		ww.mu.Lock()
+		for ww.running {
+			// An inline write is in progress (see Submit).
+			ww.idle.Wait()
+		}
 		batch := ww.queue
 		ww.queue = nil
 		closed := ww.closed

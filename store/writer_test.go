@@ -24,6 +24,10 @@ type recordingStore struct {
 	calls   []string
 }
 
+// Inline is false: this store blocks on purpose, so writes must go through
+// the writer's goroutines (memstore, which it wraps, would say true).
+func (r *recordingStore) Inline() bool { return false }
+
 func (r *recordingStore) PutKV(ctx context.Context, id string, entries []store.KV) error {
 	r.mu.Lock()
 	first := len(r.calls) == 0

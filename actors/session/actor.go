@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
 
 	agentactor "github.com/surfaced/surfaced/actors/agentproc"
 	"github.com/surfaced/surfaced/actors/surface"
@@ -59,6 +60,8 @@ const (
 
 // Config is what a session actor is spawned with.
 type Config struct {
+	// Record is the session; zero when the actor is a cluster grain, which
+	// loads it when the cluster names it (ClusterInit).
 	Record store.Session
 	Deps   *Deps
 	// OnStopping is called when the actor begins to stop, so that the
@@ -146,6 +149,13 @@ type sessionActor struct {
 	// Rate limit (token bucket).
 	tokens   float64
 	tokensAt time.Time
+
+	// Cluster: the lease this activation writes under, and why it cannot
+	// serve when it cannot (no such session, the lease is elsewhere).
+	fence      int64
+	leaseTimer *time.Timer
+	unusable   *pb.Error
+	activated  bool
 }
 
 func newSessionActor(cfg Config) *sessionActor {
@@ -154,12 +164,16 @@ func newSessionActor(cfg Config) *sessionActor {
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.Record.ID != "" {
+		// A cluster grain learns its id in ClusterInit and adds it there.
+		log = log.With("session", cfg.Record.ID)
+	}
 	return &sessionActor{
 		cfg:     cfg,
 		deps:    cfg.Deps,
 		lim:     lim,
 		rec:     cfg.Record,
-		log:     log.With("session", cfg.Record.ID),
+		log:     log,
 		subs:    map[string]*subscriber{},
 		kv:      map[string]*kvEntry{},
 		domains: map[string]*domainRef{},
@@ -177,18 +191,36 @@ type kvPersisted struct {
 	err  error
 }
 type trPersisted struct{}
+type renewLease struct{}
+type fencedOut struct{ err error }
 
 func (s *sessionActor) Receive(ctx actor.Context) {
+	if s.unusable != nil && s.refuse(ctx) {
+		return
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		s.started(ctx)
+		if s.cfg.Record.ID != "" {
+			s.started(ctx)
+		}
+	case *cluster.ClusterInit:
+		s.clusterInit(ctx, m)
+	case *renewLease:
+		s.renewLease(ctx)
+	case *fencedOut:
+		s.lostLease(ctx, m.err)
 	case *actor.Stopping:
 		if s.cfg.OnStopping != nil {
 			s.cfg.OnStopping(ctx.Self())
 		}
+		if s.activated && s.deps.Deactivated != nil {
+			s.deps.Deactivated(s.rec.ID, ctx.Self())
+		}
 		s.stoppingNow(ctx)
 	case *actor.Stopped:
-		s.deps.Metrics.SessionDown()
+		if s.activated {
+			s.deps.Metrics.SessionDown()
+		}
 	case *actor.ReceiveTimeout:
 		s.idle(ctx)
 	case *actor.Terminated:
@@ -318,7 +350,11 @@ func (s *sessionActor) allowed(c *pb.Caller) bool {
 func (s *sessionActor) started(ctx actor.Context) {
 	s.self = ctx.Self()
 	s.root = ctx.ActorSystem().Root
+	s.activated = true
 	s.deps.Metrics.SessionUp()
+	if s.deps.Activated != nil {
+		s.deps.Activated(s.rec.ID, ctx.Self())
+	}
 	s.flog = newFrameLog(newEpoch(), s.lim.ReplayFrames, s.lim.ReplayBytes)
 
 	spec, ok := s.deps.Agent(s.rec.Agent)
@@ -379,6 +415,7 @@ func newEpoch() string {
 func (s *sessionActor) spawnDomain(ctx actor.Context, cfg surface.Config, commands []string, inc uint32) {
 	cfg.SessionID = s.rec.ID
 	cfg.Writer = s.deps.Writer
+	cfg.Fence = s.fence
 	cfg.SettleWindow = s.lim.SettleWindow
 	cfg.MaxSnapshot = s.lim.MaxSnapshot
 	cfg.Logger = s.deps.Logger
@@ -649,6 +686,7 @@ func (s *sessionActor) stop(ctx actor.Context, m *pb.Stop) {
 }
 
 func (s *sessionActor) stoppingNow(ctx actor.Context) {
+	s.releaseLease()
 	if s.readyTimer != nil {
 		s.readyTimer.Stop()
 	}
@@ -799,7 +837,7 @@ func (s *sessionActor) setStatus(status, code, detail string) {
 
 func (s *sessionActor) persistStatus() {
 	st := s.status
-	s.deps.Writer.Submit(store.Op{SessionID: s.rec.ID, Update: &store.SessionUpdate{Status: &st}})
+	s.submit(store.Op{Update: &store.SessionUpdate{Status: &st}})
 }
 
 func (s *sessionActor) diagnostic(code, message string) {
@@ -825,6 +863,7 @@ func (s *sessionActor) summary() *pb.SessionSummary {
 		Images:      s.images,
 		Epoch:       s.flog.epoch,
 		Head:        s.flog.head,
+		Node:        s.deps.NodeID,
 	}
 }
 

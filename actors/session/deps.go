@@ -90,6 +90,25 @@ type Deps struct {
 	Props func(kind, sessionID, domain string) []actor.PropsOption
 	// Publish puts an event on the daemon's event bus (optional).
 	Publish func(event any)
+
+	// Leaser, when set (a cluster), fences the session: an activation takes
+	// the session's lease before it writes anything and writes under its
+	// token, so that a session is never written by two nodes.
+	Leaser   store.Leaser
+	LeaseTTL time.Duration // 0: 6 s
+	// LeaseConflict reports that the cluster placed a session here while
+	// holder (a lease holder's node name) holds its lease.
+	LeaseConflict func(sessionID, holder string)
+	// Activated / Deactivated track the sessions live on this node.
+	Activated   func(id string, pid *actor.PID)
+	Deactivated func(id string, pid *actor.PID)
+}
+
+func (d *Deps) leaseTTL() time.Duration {
+	if d.LeaseTTL > 0 {
+		return d.LeaseTTL
+	}
+	return 6 * time.Second
 }
 
 func (d *Deps) props(kind, sessionID, domain string) []actor.PropsOption {

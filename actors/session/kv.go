@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -193,12 +194,15 @@ func (s *sessionActor) writeKV(ctx actor.Context, key string, value json.RawMess
 	w := &kvWrite{wseq: s.wseq, key: key, value: e.value, rev: e.rev, deleted: del, sender: sender, notify: notify}
 	s.waiting = append(s.waiting, w)
 	self, root, wseq := s.self, s.root, w.wseq
-	s.deps.Writer.Submit(store.Op{SessionID: s.rec.ID,
+	s.submit(store.Op{
 		KV:   []store.KV{{Key: key, Value: e.value, Rev: e.rev, Deleted: del}},
 		Done: func(err error) { root.Send(self, &kvPersisted{wseq: wseq, err: err}) }})
 }
 
 func (s *sessionActor) kvPersisted(ctx actor.Context, m *kvPersisted) {
+	if errors.Is(m.err, store.ErrFenced) {
+		return // lostLease answers the waiting writers
+	}
 	if m.err != nil {
 		s.log.Error("KV write failed", "err", m.err)
 	}

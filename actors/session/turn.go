@@ -634,7 +634,7 @@ func (s *sessionActor) appendTranscript(entries []store.Entry) {
 	}
 	s.trSubmit++
 	self, root := s.self, s.root
-	s.deps.Writer.Submit(store.Op{SessionID: s.rec.ID, Transcript: entries,
+	s.submit(store.Op{Transcript: entries,
 		Done: func(error) { root.Send(self, &trPersisted{}) }})
 }
 
@@ -643,7 +643,7 @@ func (s *sessionActor) setTitle(title string) {
 		return
 	}
 	s.rec.Title = title
-	s.deps.Writer.Submit(store.Op{SessionID: s.rec.ID, Update: &store.SessionUpdate{Title: &title}})
+	s.submit(store.Op{Update: &store.SessionUpdate{Title: &title}})
 	s.emitStatus()
 }
 

@@ -2,6 +2,7 @@ package surface
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -47,6 +48,10 @@ type Config struct {
 	// Writer persists committed snapshots. Results and snapshots are released
 	// only once their write is durable.
 	Writer *store.Writer
+	// Fence is the session's lease token (a cluster); writes carry it, and a
+	// write refused because the lease moved fails its command with
+	// session_moved (nothing unwritten is acknowledged).
+	Fence int64
 
 	SettleWindow time.Duration // 0: DefaultSettleWindow
 	MaxSnapshot  int           // 0: DefaultMaxSnapshot
@@ -158,7 +163,8 @@ func (d *domainActor) Receive(ctx actor.Context) {
 		d.finishDispatch(ctx, surfaceFail(agentproc.CodeTimeout,
 			fmt.Sprintf("the agent did not answer within %s; the state is unchanged", d.cfg.SettleWindow)), nil)
 	case *persisted:
-		if m.err != nil {
+		fenced := errors.Is(m.err, store.ErrFenced)
+		if m.err != nil && !fenced {
 			// The snapshot stays the truth in memory; the next write carries it
 			// (every write is the full snapshot at a higher rev).
 			d.log.Error("snapshot write failed", "rev", d.rev, "err", m.err)
@@ -166,6 +172,15 @@ func (d *domainActor) Receive(ctx actor.Context) {
 		for _, o := range d.release {
 			if o.wseq == m.wseq {
 				o.done = true
+				if fenced {
+					// The session lives on another node now: this rev was
+					// never written, so it is neither published nor acked.
+					o.commit = nil
+					if o.result != nil {
+						o.result = &pb.CommandResult{Correlation: o.result.Correlation,
+							Refused: pb.Err("session_moved", "the session moved to another node; send the command again")}
+					}
+				}
 			}
 		}
 		d.flush(ctx)
@@ -354,6 +369,7 @@ func (d *domainActor) commit(ctx actor.Context, snap json.RawMessage, sender *ac
 	root := ctx.ActorSystem().Root
 	d.cfg.Writer.Submit(store.Op{
 		SessionID: d.cfg.SessionID,
+		Fence:     d.cfg.Fence,
 		KV:        []store.KV{{Key: d.key, Value: snap, Rev: d.rev}},
 		Done:      func(err error) { root.Send(self, &persisted{wseq: wseq, err: err}) },
 	})

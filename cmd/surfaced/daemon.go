@@ -17,7 +17,12 @@ import (
 	"github.com/surfaced/surfaced/gateway"
 	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/store"
+	"github.com/surfaced/surfaced/store/postgres"
 	"github.com/surfaced/surfaced/store/sqlite"
+
+	"github.com/asynkron/protoactor-go/cluster"
+
+	"github.com/surfaced/surfaced/membership"
 )
 
 // runDaemon starts the daemon and blocks until ctx ends, then shuts down:
@@ -44,6 +49,17 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 	dev := newDevMode(f, log)
 	defer dev.close()
 
+	cc, err := clusterConfig(f, log)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	// An evicted automanaged member cannot rejoin in process: it shuts down
+	// and exits 75 (EX_TEMPFAIL) for its service manager to start it again.
+	ctx, evict := context.WithCancelCause(ctx)
+	defer evict(nil)
+	if cc != nil && f.Cluster.Provider == config.ProviderAutomanaged {
+		cc.Evicted = func() { evict(errEvicted) }
+	}
 	rt, err := surfaced.New(surfaced.Config{
 		Store:          st,
 		Agents:         specs,
@@ -51,7 +67,11 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 		Logger:         log,
 		WorkspaceRoots: f.WorkspaceRoots,
 		Props:          dev.runtimeProps(),
+		Cluster:        cc,
 	})
+	if errors.Is(err, surfaced.ErrClusterStart) {
+		return &exitError{code: 1, err: err}
+	}
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -139,7 +159,7 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down")
+		log.Info("shutting down", "why", context.Cause(ctx))
 	case err := <-serveErr:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("server failed", "err", err)
@@ -152,13 +172,22 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 		log.Error("session shutdown incomplete", "err", err)
 	}
 	_ = hs.Shutdown(sctx)
+	if errors.Is(context.Cause(ctx), errEvicted) {
+		return &exitError{code: 75, err: errEvicted}
+	}
 	return nil
 }
+
+var errEvicted = errors.New("this node was evicted from the cluster; exiting for the service manager to start it again")
 
 func openStore(ctx context.Context, f *config.File) (store.Store, error) {
 	switch f.StoreKind() {
 	case config.StorePostgres:
-		return nil, fmt.Errorf("the PostgreSQL store is not built into this version yet; use the embedded SQLite store (leave --store empty)")
+		st, err := postgres.Open(ctx, f.Store)
+		if err != nil {
+			return nil, fmt.Errorf("opening the PostgreSQL store: %w", err)
+		}
+		return st, nil
 	default:
 		st, err := sqlite.Open(ctx, f.DataDir)
 		if err != nil {
@@ -166,6 +195,37 @@ func openStore(ctx context.Context, f *config.File) (store.Store, error) {
 		}
 		return st, nil
 	}
+}
+
+// clusterConfig turns the cluster section into the runtime's (nil: one node).
+func clusterConfig(f *config.File, log *slog.Logger) (*surfaced.ClusterConfig, error) {
+	c := f.Cluster
+	if !c.Enabled() {
+		return nil, nil
+	}
+	bind := c.BindAddr
+	if bind == "" {
+		bind = "127.0.0.1:0"
+	}
+	host, port, err := surfaced.HostPort(bind)
+	if err != nil {
+		return nil, fmt.Errorf("cluster.bind_addr: %w", err)
+	}
+	cc := &surfaced.ClusterConfig{Name: c.Name, Host: host, Port: port, AdvertiseAddr: c.AdvertiseAddr,
+		LeaseTTL: time.Duration(c.LeaseTTL)}
+	switch c.Provider {
+	case config.ProviderEtcd:
+		cc.Provider = func() (cluster.ClusterProvider, error) {
+			return membership.NewEtcd(membership.EtcdConfig{Endpoints: c.EtcdEndpoints, Logger: log})
+		}
+	case config.ProviderKubernetes:
+		cc.Provider = membership.Kubernetes
+	case config.ProviderAutomanaged:
+		cc.Provider = func() (cluster.ClusterProvider, error) {
+			return membership.Automanaged(500*time.Millisecond, c.AutomanagedPort, c.AutomanagedPeers...), nil
+		}
+	}
+	return cc, nil
 }
 
 func storeName(f *config.File) string {

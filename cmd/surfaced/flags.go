@@ -19,6 +19,14 @@ type daemonFlags struct {
 	pprofAddr  string
 	logLevel   string
 	logFormat  string
+
+	clusterName      string
+	clusterProvider  string
+	etcdEndpoints    []string
+	advertiseAddr    string
+	clusterBind      string
+	automanagedPort  int
+	automanagedPeers []string
 }
 
 func (f *daemonFlags) register(cmd *cobra.Command) {
@@ -34,6 +42,13 @@ func (f *daemonFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "serve net/http/pprof on this loopback address (off when empty)")
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
 	fs.StringVar(&f.logFormat, "log-format", "", "text or json (default text)")
+	fs.StringVar(&f.clusterName, "cluster-name", "", "join a cluster of this name (needs --cluster-provider and a postgres:// --store)")
+	fs.StringVar(&f.clusterProvider, "cluster-provider", "", "cluster membership: etcd; k8s (binaries built with -tags k8s); or automanaged (several processes on one machine, development)")
+	fs.StringSliceVar(&f.etcdEndpoints, "etcd-endpoints", nil, "etcd endpoints host:port, comma-separated (--cluster-provider etcd)")
+	fs.StringVar(&f.advertiseAddr, "advertise-addr", "", "host:port other nodes reach this node's cluster transport at")
+	fs.StringVar(&f.clusterBind, "cluster-bind", "", "host:port the cluster transport listens on (default 127.0.0.1:0)")
+	fs.IntVar(&f.automanagedPort, "automanaged-port", 0, "this node's automanaged health port (--cluster-provider automanaged)")
+	fs.StringSliceVar(&f.automanagedPeers, "automanaged-peers", nil, "every node's host:port of its automanaged health port, comma-separated")
 }
 
 // flags returns the config.Flags of the flags the user set.
@@ -69,6 +84,27 @@ func (f *daemonFlags) flags(cmd *cobra.Command) config.Flags {
 	}
 	if set("log-format") {
 		out.LogFormat = &f.logFormat
+	}
+	if set("cluster-name") {
+		out.ClusterName = &f.clusterName
+	}
+	if set("cluster-provider") {
+		out.ClusterProvider = &f.clusterProvider
+	}
+	if set("etcd-endpoints") {
+		out.EtcdEndpoints = &f.etcdEndpoints
+	}
+	if set("advertise-addr") {
+		out.AdvertiseAddr = &f.advertiseAddr
+	}
+	if set("cluster-bind") {
+		out.ClusterBind = &f.clusterBind
+	}
+	if set("automanaged-port") {
+		out.AutomanagedPort = &f.automanagedPort
+	}
+	if set("automanaged-peers") {
+		out.AutomanagedPeers = &f.automanagedPeers
 	}
 	return out
 }

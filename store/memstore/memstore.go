@@ -548,3 +548,7 @@ func (m *Store) ReleaseLease(ctx context.Context, sessionID string, token int64)
 	}
 	return nil
 }
+
+// Inline tells store.Writer that writes here are cheap and never block, so
+// they may run on the caller's goroutine.
+func (s *Store) Inline() bool { return true }

@@ -649,24 +649,26 @@ func (x *SurfaceInfo) GetRev() uint64 {
 }
 
 type SessionSummary struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Agent         string                 `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
-	Title         string                 `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
-	Status        string                 `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
-	Busy          bool                   `protobuf:"varint,5,opt,name=busy,proto3" json:"busy,omitempty"`
-	Owner         string                 `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
-	Cwd           string                 `protobuf:"bytes,7,opt,name=cwd,proto3" json:"cwd,omitempty"`
-	CreatedAtMs   int64                  `protobuf:"varint,8,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
-	UpdatedAtMs   int64                  `protobuf:"varint,9,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"`
-	Surfaces      []*SurfaceInfo         `protobuf:"bytes,10,rep,name=surfaces,proto3" json:"surfaces,omitempty"`
-	Code          string                 `protobuf:"bytes,11,opt,name=code,proto3" json:"code,omitempty"`
-	Detail        string                 `protobuf:"bytes,12,opt,name=detail,proto3" json:"detail,omitempty"`
-	Queued        uint32                 `protobuf:"varint,13,opt,name=queued,proto3" json:"queued,omitempty"`
-	Images        bool                   `protobuf:"varint,14,opt,name=images,proto3" json:"images,omitempty"`
-	Error         *Error                 `protobuf:"bytes,15,opt,name=error,proto3" json:"error,omitempty"`
-	Epoch         string                 `protobuf:"bytes,16,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Head          uint64                 `protobuf:"varint,17,opt,name=head,proto3" json:"head,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	SessionId   string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Agent       string                 `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
+	Title       string                 `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	Status      string                 `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
+	Busy        bool                   `protobuf:"varint,5,opt,name=busy,proto3" json:"busy,omitempty"`
+	Owner       string                 `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
+	Cwd         string                 `protobuf:"bytes,7,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	CreatedAtMs int64                  `protobuf:"varint,8,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	UpdatedAtMs int64                  `protobuf:"varint,9,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"`
+	Surfaces    []*SurfaceInfo         `protobuf:"bytes,10,rep,name=surfaces,proto3" json:"surfaces,omitempty"`
+	Code        string                 `protobuf:"bytes,11,opt,name=code,proto3" json:"code,omitempty"`
+	Detail      string                 `protobuf:"bytes,12,opt,name=detail,proto3" json:"detail,omitempty"`
+	Queued      uint32                 `protobuf:"varint,13,opt,name=queued,proto3" json:"queued,omitempty"`
+	Images      bool                   `protobuf:"varint,14,opt,name=images,proto3" json:"images,omitempty"`
+	Error       *Error                 `protobuf:"bytes,15,opt,name=error,proto3" json:"error,omitempty"`
+	Epoch       string                 `protobuf:"bytes,16,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Head        uint64                 `protobuf:"varint,17,opt,name=head,proto3" json:"head,omitempty"`
+	// The node the session is active on (its cluster member, or this daemon).
+	Node          string `protobuf:"bytes,18,opt,name=node,proto3" json:"node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -818,6 +820,13 @@ func (x *SessionSummary) GetHead() uint64 {
 		return x.Head
 	}
 	return 0
+}
+
+func (x *SessionSummary) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
 }
 
 type Image struct {
@@ -2689,7 +2698,7 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\x06domain\x18\x01 \x01(\tR\x06domain\x12\x1a\n" +
 	"\bcommands\x18\x02 \x03(\tR\bcommands\x12\x16\n" +
 	"\x06hosted\x18\x03 \x01(\tR\x06hosted\x12\x10\n" +
-	"\x03rev\x18\x04 \x01(\x04R\x03rev\"\xdd\x03\n" +
+	"\x03rev\x18\x04 \x01(\x04R\x03rev\"\xf1\x03\n" +
 	"\x0eSessionSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -2709,7 +2718,8 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\x06images\x18\x0e \x01(\bR\x06images\x12(\n" +
 	"\x05error\x18\x0f \x01(\v2\x12.surfaced.v1.ErrorR\x05error\x12\x14\n" +
 	"\x05epoch\x18\x10 \x01(\tR\x05epoch\x12\x12\n" +
-	"\x04head\x18\x11 \x01(\x04R\x04head\"8\n" +
+	"\x04head\x18\x11 \x01(\x04R\x04head\x12\x12\n" +
+	"\x04node\x18\x12 \x01(\tR\x04node\"8\n" +
 	"\x05Image\x12\x1b\n" +
 	"\tmime_type\x18\x01 \x01(\tR\bmimeType\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\tR\x04data\"\x9a\x01\n" +

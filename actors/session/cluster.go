@@ -1,0 +1,234 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+	"github.com/surfaced/surfaced/store"
+)
+
+// GrainKind is the cluster kind of session grains; identity = session id.
+const GrainKind = "session"
+
+// ClusterKind returns the cluster kind hosting session grains with deps. A
+// grain loads its session when the cluster names it, takes the session's
+// lease (deps.Leaser) and writes under it.
+func ClusterKind(deps *Deps) *cluster.Kind {
+	props := actor.PropsFromProducer(func() actor.Actor {
+		return newSessionActor(Config{Deps: deps})
+	}, deps.props("session", "", "")...)
+	return cluster.NewKind(GrainKind, props)
+}
+
+// Cluster is the Directory of a protoactor cluster: a session is a grain
+// placed by the cluster (disthash), activated on demand on its owner node.
+//
+// It does its own retries rather than cluster.Request's: the library applies
+// call options to a package-global default (RequestFuture), its retry
+// back-off sleeps nanoseconds, and a call to a node that died waits out its
+// whole timeout. Here a call whose target node leaves the topology fails at
+// once and is sent again to the new owner, with a real back-off; a call that
+// reaches a node where the session cannot run (its lease is still elsewhere)
+// is asked again until the lease moves or the caller's deadline passes.
+type Cluster struct {
+	c   *cluster.Cluster
+	log *slog.Logger
+
+	mu   sync.Mutex
+	gone map[string]chan struct{} // member address -> closed when it leaves
+	sub  *eventstreamSub
+}
+
+type eventstreamSub = struct{ unsubscribe func() }
+
+// NewCluster returns the Directory of c. It watches the topology and keeps
+// the PID cache free of grains that stopped (the library publishes
+// ActivationTerminated but never removes the cached PID).
+func NewCluster(c *cluster.Cluster, log *slog.Logger) *Cluster {
+	if log == nil {
+		log = slog.Default()
+	}
+	d := &Cluster{c: c, log: log, gone: map[string]chan struct{}{}}
+	es := c.ActorSystem.EventStream
+	s := es.Subscribe(func(ev any) {
+		switch e := ev.(type) {
+		case *cluster.ActivationTerminated:
+			c.PidCache.RemoveByValue(e.ClusterIdentity.GetIdentity(), e.ClusterIdentity.GetKind(), e.Pid)
+		case *cluster.ActivationTerminating:
+			c.PidCache.RemoveByValue(e.ClusterIdentity.GetIdentity(), e.ClusterIdentity.GetKind(), e.Pid)
+		case *cluster.ClusterTopology:
+			d.topology(e)
+		}
+	})
+	d.sub = &eventstreamSub{unsubscribe: func() { es.Unsubscribe(s) }}
+	return d
+}
+
+// Close stops watching.
+func (d *Cluster) Close() { d.sub.unsubscribe() }
+
+func (d *Cluster) topology(t *cluster.ClusterTopology) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, m := range t.GetLeft() {
+		addr := m.Address()
+		if ch, ok := d.gone[addr]; ok {
+			close(ch)
+			delete(d.gone, addr)
+		}
+		d.c.PidCache.RemoveByMember(m)
+	}
+}
+
+// goneCh is closed when the member at addr leaves the topology.
+func (d *Cluster) goneCh(addr string) chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ch, ok := d.gone[addr]
+	if !ok {
+		ch = make(chan struct{})
+		d.gone[addr] = ch
+	}
+	return ch
+}
+
+// Request implements Directory.
+func (d *Cluster) Request(ctx context.Context, id string, msg proto.Message) (proto.Message, error) {
+	if err := store.CheckSessionID(id); err != nil {
+		return nil, ErrNotFound
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultRequestTimeout)
+		defer cancel()
+	}
+	backoff := 25 * time.Millisecond
+	var last error
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("session %s: %w: %w", id, ErrUnavailable, last)
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Second)
+		}
+		pid := d.pid(id)
+		if pid == nil {
+			last = errors.New("no member hosts sessions")
+			continue
+		}
+		res, err := d.call(ctx, pid, msg)
+		switch {
+		case err == nil:
+			if code := refusal(res); code != "" {
+				if code == CodeNotFound {
+					return nil, ErrNotFound
+				}
+				// The session cannot run there (yet): its lease is elsewhere
+				// or it is stopping. Ask the owner again.
+				d.c.PidCache.Remove(id, GrainKind)
+				last = fmt.Errorf("%s", code)
+				continue
+			}
+			return res, nil
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("session %s: %w: %w", id, ErrUnavailable, ctx.Err())
+		default:
+			d.c.PidCache.Remove(id, GrainKind)
+			last = err
+			d.log.Debug("session request retried", "session", id, "pid", pid, "err", err, "attempt", attempt)
+		}
+	}
+}
+
+// Send implements Directory (it waits for the session to take the message).
+func (d *Cluster) Send(ctx context.Context, id string, msg proto.Message) error {
+	pid := d.pid(id)
+	if pid == nil {
+		return fmt.Errorf("session %s: %w", id, ErrUnavailable)
+	}
+	d.c.ActorSystem.Root.Send(pid, msg)
+	return nil
+}
+
+func (d *Cluster) pid(id string) *actor.PID {
+	if pid, ok := d.c.PidCache.Get(id, GrainKind); ok && pid != nil {
+		return pid
+	}
+	pid := d.c.Get(id, GrainKind)
+	if pid != nil {
+		d.c.PidCache.Set(id, GrainKind, pid)
+	}
+	return pid
+}
+
+// errMemberGone: the node hosting the grain left the topology mid-call.
+var errMemberGone = errors.New("the session's node left the cluster")
+
+// call sends one request and waits for the answer, the caller's deadline, or
+// the target node leaving the topology, whichever comes first.
+func (d *Cluster) call(ctx context.Context, pid *actor.PID, msg proto.Message) (proto.Message, error) {
+	timeout := DefaultRequestTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	fut := d.c.ActorSystem.Root.RequestFuture(pid, msg, timeout)
+	done := make(chan struct{})
+	var res any
+	var err error
+	go func() {
+		res, err = fut.Result()
+		close(done)
+	}()
+	var gone chan struct{}
+	if pid.Address != d.c.ActorSystem.Address() {
+		gone = d.goneCh(pid.Address)
+	}
+	select {
+	case <-done:
+	case <-gone:
+		return nil, errMemberGone
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if e, ok := res.(*pb.Error); ok {
+		return e, nil
+	}
+	pm, ok := res.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("unexpected answer %T", res)
+	}
+	return pm, nil
+}
+
+// refusal is the code of an answer that says "not here": a grain with no
+// session (not_found) or one that cannot run it here now (session_moved), as
+// a bare *pb.Error or as a command refused because its write was fenced.
+func refusal(res proto.Message) string {
+	switch r := res.(type) {
+	case *pb.Error:
+		return r.GetCode()
+	case *pb.CommandResult:
+		if r.GetRefused().GetCode() == CodeMoved {
+			return CodeMoved
+		}
+	case interface{ GetError() *pb.Error }:
+		if r.GetError().GetCode() == CodeMoved {
+			return CodeMoved
+		}
+	}
+	return ""
+}

@@ -1,0 +1,191 @@
+package cluster_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The cluster benchmarks run real daemon processes on this machine (all
+// nodes share its cores), on the PostgreSQL store, with the scripted agent
+// and its agent-hosted demo domain. See docs/benchmarks.md.
+
+var benchClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}
+
+func (nd *node) post(path string) (int, error) {
+	req, _ := http.NewRequest("POST", nd.base+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := benchClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// demoRev is the current rev of the session's demo surface.
+func demoRev(b testing.TB, nd *node, id string) int {
+	_, rev := finalCount(b, nd, id)
+	return rev
+}
+
+// Command→snapshot latency: from the POST of a command to its state frame
+// on an SSE stream open on the same node as the client. same-node: the
+// session lives on that node; cross-node: on another one (the command and
+// every frame cross the cluster). single: one daemon without a cluster, on
+// the same store, for reference.
+func BenchmarkClusterCommandToSnapshot(b *testing.B) {
+	e := newEnv(b, "automanaged", 3)
+	e.startAll(3)
+	a := e.nodes[0]
+	var local, remote string
+	for local == "" || remote == "" {
+		id := a.create(b)
+		if e.hostOf(b, a, id) == a {
+			if local == "" {
+				local = id
+			}
+		} else if remote == "" {
+			remote = id
+		}
+	}
+	s := newEnv(b, "", 1)
+	s.dsn = e.dsn
+	single := s.start(0)
+	alone := single.create(b)
+	b.Run("same-node", func(b *testing.B) { commandToSnapshot(b, a, local) })
+	b.Run("cross-node", func(b *testing.B) { commandToSnapshot(b, a, remote) })
+	b.Run("single", func(b *testing.B) { commandToSnapshot(b, single, alone) })
+}
+
+func commandToSnapshot(b *testing.B, nd *node, id string) {
+	req, _ := http.NewRequest("GET", nd.base+"/api/sessions/"+id+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := benchClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		b.Fatalf("events: %v %v", err, resp)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReaderSize(resp.Body, 64<<10)
+	rev := demoRev(b, nd, id)
+	want := []byte(`"key":"surface:demo"`)
+	samples := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if st, err := nd.post("/api/sessions/" + id + "/surfaces/demo/increment"); st != 200 || err != nil {
+			b.Fatalf("command: %d %v", st, err)
+		}
+		rev++
+		mark := []byte(`"rev":` + strconv.Itoa(rev) + `}`)
+		for {
+			line, err := r.ReadSlice('\n')
+			if err != nil {
+				b.Fatal(err)
+			}
+			if bytes.Contains(line, want) && bytes.Contains(line, mark) {
+				break
+			}
+		}
+		samples = append(samples, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(samples)
+	q := func(p float64) float64 { return float64(samples[int(float64(len(samples)-1)*p)].Microseconds()) }
+	b.ReportMetric(q(0.50), "p50-µs")
+	b.ReportMetric(q(0.99), "p99-µs")
+}
+
+// Throughput of a 3-node cluster against a 1-node cluster (same code path,
+// same store): sessions created and made ready per second, and commands per
+// second from concurrent clients spread over every node (on 3 nodes, two
+// commands in three cross the cluster). Every node runs on this one machine,
+// so this measures what the cluster costs, not what more machines add.
+func BenchmarkClusterThroughput(b *testing.B) {
+	sessions, clients := 24, 24
+	if v, _ := strconv.Atoi(os.Getenv("CLUSTER_BENCH_SESSIONS")); v > 0 {
+		sessions, clients = v, v
+	}
+	for _, n := range []int{1, 3} {
+		e := newEnv(b, "automanaged", n)
+		e.startAll(n)
+		t0 := time.Now()
+		ids := make([]string, sessions)
+		var wg sync.WaitGroup
+		for i := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ids[i] = e.nodes[i%n].create(b)
+			}()
+		}
+		wg.Wait()
+		created := time.Since(t0)
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			var next, failed atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			t1 := time.Now()
+			for c := 0; c < clients; c++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						i := next.Add(1) - 1
+						if i >= int64(b.N) {
+							return
+						}
+						nd := e.nodes[int(i)%n]
+						id := ids[(int(i)/n+c)%len(ids)]
+						if st, err := nd.post("/api/sessions/" + id + "/surfaces/demo/increment"); st != 200 || err != nil {
+							failed.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			elapsed := time.Since(t1)
+			b.StopTimer()
+			if f := failed.Load(); f > 0 {
+				b.Fatalf("%d of %d commands failed", f, b.N)
+			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "cmds/s")
+			b.ReportMetric(float64(sessions)/created.Seconds(), "sessions/s")
+			var rss int
+			for _, nd := range e.nodes {
+				rss += rssKiB(nd.cmd.Process.Pid)
+			}
+			b.ReportMetric(float64(rss)/float64(sessions), "daemon-KiB/session")
+		})
+		for _, nd := range e.nodes {
+			nd.stop()
+		}
+	}
+}
+
+// rssKiB is a process's resident set (its agents are separate processes and
+// not counted).
+func rssKiB(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return n
+		}
+	}
+	return 0
+}

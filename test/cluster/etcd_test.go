@@ -1,0 +1,159 @@
+package cluster_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/surfaced/surfaced/internal/etcdtest"
+	"github.com/surfaced/surfaced/internal/testkit"
+)
+
+func newEtcdEnv(t testing.TB, n int) (*env, *etcdtest.Server) {
+	e := newEnv(t, "etcd", n)
+	srv := etcdtest.Start(t)
+	e.etcd = []string{srv.Endpoint}
+	return e, srv
+}
+
+// With etcd membership: sessions spread, and the node holding a busy session
+// is killed; the session moves and nothing acknowledged is lost.
+func TestEtcdMembership(t *testing.T) {
+	e, _ := newEtcdEnv(t, 3)
+	e.startAll(3)
+	var id string
+	var host *node
+	hosts := map[int]int{}
+	for i := 0; i < 6; i++ {
+		s := e.nodes[0].create(t)
+		h := e.hostOf(t, e.nodes[0], s)
+		hosts[h.i]++
+		if h.i != 0 && id == "" {
+			id, host = s, h
+		}
+	}
+	if len(hosts) < 2 || id == "" {
+		t.Fatalf("placement %v", hosts)
+	}
+	others := []*node{}
+	for _, nd := range e.nodes {
+		if nd != host {
+			others = append(others, nd)
+		}
+	}
+	l := startLoad(t, id, func(i int) *node { return others[i%2] })
+	for l.ackedCount() < 20 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	host.kill9()
+	deadline := time.Now().Add(90 * time.Second)
+	n := l.ackedCount()
+	for l.ackedCount() < n+40 {
+		if time.Now().After(deadline) {
+			t.Fatalf("commands did not resume after the kill: %d acknowledged", l.ackedCount())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	l.end()
+	count, _ := finalCount(t, others[0], id)
+	l.check(t, count)
+}
+
+// etcd stopped for 30 s and started again: the cluster heals without anyone
+// restarting the daemons, and no acknowledged command is lost.
+func TestEtcdOutageHeals(t *testing.T) {
+	e, srv := newEtcdEnv(t, 3)
+	e.startAll(3)
+	id := e.nodes[0].create(t)
+	l := startLoad(t, id, func(i int) *node { return e.nodes[i%3] })
+	for l.ackedCount() < 20 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	srv.Down()
+	t.Log("etcd down")
+	time.Sleep(30 * time.Second)
+	srv.Up()
+	t.Log("etcd up")
+	e.waitMembers(3)
+	n := l.ackedCount()
+	deadline := time.Now().Add(90 * time.Second)
+	for l.ackedCount() < n+40 {
+		if time.Now().After(deadline) {
+			t.Fatalf("commands did not go on after etcd came back: %d acknowledged", l.ackedCount())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	l.end()
+	count, _ := finalCount(t, e.nodes[1], id)
+	l.check(t, count)
+	for _, nd := range e.nodes {
+		log := nd.tail(1 << 24)
+		t.Logf("node %d: evicted=%v rejoined=%v lease-lost=%v", nd.i, strings.Contains(log, "WAS EVICTED"),
+			strings.Contains(log, "rejoined as a new member"), strings.Contains(log, "lease lost"))
+	}
+	// A stream opened now works from every node.
+	for _, nd := range e.nodes {
+		s := nd.sse(t, id, "")
+		s.Wait(t, 30*time.Second, "sticky state", testkit.IsState("surface:demo", 0))
+		s.Close()
+	}
+}
+
+// A member evicted for good (its key gone, as after a long etcd outage: the
+// others block its id, and so does its own view) notices it is missing from
+// its own topology view, says so loudly, goes unready, and rejoins as a new
+// member; the cluster heals without anyone restarting it.
+func TestEvictedMemberRejoins(t *testing.T) {
+	e, srv := newEtcdEnv(t, 3)
+	e.startAll(3)
+	id := e.nodes[0].create(t)
+	l := startLoad(t, id, func(i int) *node { return e.nodes[i%3] })
+	for l.ackedCount() < 10 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	victim := e.nodes[2]
+	var h struct {
+		Node string `json:"node"`
+	}
+	victim.get("/healthz", &h)
+	memberID := h.Node[strings.Index(h.Node, "#")+1:]
+	out, err := exec.Command("etcdctl", "--endpoints", srv.Endpoint, "del", "/surfaced/test/"+memberID).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "1" {
+		t.Fatalf("etcdctl del: %v %s", err, out)
+	}
+	// Unready while it is missing from its own view.
+	sawUnready := false
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, _ := victim.get("/readyz", nil)
+		if st == 503 {
+			sawUnready = true
+		}
+		log := victim.tail(1 << 24)
+		if strings.Contains(log, "rejoined as a new member") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the evicted member did not rejoin")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !sawUnready {
+		t.Errorf("/readyz never said not ready while the member was evicted")
+	}
+	if !strings.Contains(victim.tail(1<<24), "WAS EVICTED") {
+		t.Errorf("the eviction was not logged loudly")
+	}
+	e.waitMembers(3)
+	n := l.ackedCount()
+	for l.ackedCount() < n+20 {
+		if time.Now().After(deadline.Add(30 * time.Second)) {
+			t.Fatalf("commands did not go on after the rejoin")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	l.end()
+	count, _ := finalCount(t, e.nodes[0], id)
+	l.check(t, count)
+}
