@@ -14,6 +14,7 @@ build:
 test:
 	./scripts/test-setup
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags k8s ./membership ./cmd/surfaced
 	$(GO) test -race -timeout 30m $(UNIT_PKGS)
 	$(GO) test -timeout 30m ./test/cluster
 

@@ -120,11 +120,16 @@ func (r *Runtime) startCluster() error {
 	if err != nil {
 		return err
 	}
+	r.install(cc, node)
+	return nil
+}
+
+// install makes node this runtime's membership and watches it.
+func (r *Runtime) install(cc ClusterConfig, node *clusterNode) {
 	r.swap.Lock()
 	r.node, r.sys, r.dir = node, node.sys, node.dir
 	r.swap.Unlock()
 	go r.watchdog(cc, node)
-	return nil
 }
 
 // joinCluster starts an actor system and a cluster member in it.
@@ -251,11 +256,8 @@ func (r *Runtime) rejoin(cc ClusterConfig, old *clusterNode) error {
 	if err != nil {
 		return err
 	}
-	r.swap.Lock()
-	r.node, r.sys, r.dir = node, node.sys, node.dir
-	r.swap.Unlock()
 	r.log.Warn("cluster: rejoined as a new member", "member", node.sys.ID)
-	go r.watchdog(cc, node)
+	r.install(cc, node)
 	return nil
 }
 

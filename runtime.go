@@ -264,19 +264,7 @@ func (r *Runtime) stopLiveSessions(ctx context.Context, reason string) {
 		pids = append(pids, pid)
 	}
 	r.liveMu.Unlock()
-	var wg sync.WaitGroup
-	for _, pid := range pids {
-		wg.Add(1)
-		go func(pid *actor.PID) {
-			defer wg.Done()
-			timeout := 10 * time.Second
-			if dl, ok := ctx.Deadline(); ok {
-				timeout = time.Until(dl)
-			}
-			_, _ = r.System().Root.RequestFuture(pid, &pb.Stop{Caller: &pb.Caller{System: true}, Reason: reason}, timeout).Result()
-		}(pid)
-	}
-	wg.Wait()
+	session.StopEach(ctx, r.System().Root, pids, reason)
 }
 
 // Directory addresses sessions by id.

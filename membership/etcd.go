@@ -148,7 +148,7 @@ func (p *Etcd) register() error {
 	ttl := int64((p.cfg.TTL + time.Second - 1) / time.Second)
 	g, err := p.client.Grant(ctx, ttl)
 	if err != nil {
-		return fmt.Errorf("etcd %v: grant a lease: %w", p.cfg.Endpoints, err)
+		return fmt.Errorf("etcd %v: grant a lease (is etcd running and reachable there?): %w", p.cfg.Endpoints, err)
 	}
 	if _, err := p.client.Put(ctx, p.key, p.value, clientv3.WithLease(g.ID)); err != nil {
 		return fmt.Errorf("etcd %v: register %s: %w", p.cfg.Endpoints, p.key, err)

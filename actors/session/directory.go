@@ -126,22 +126,28 @@ func (l *Local) Live() []string {
 // and wake on the next start) and waits for them.
 func (l *Local) StopAll(ctx context.Context, reason string) {
 	l.mu.Lock()
-	pids := make(map[string]*actor.PID, len(l.active))
-	for id, pid := range l.active {
-		pids[id] = pid
+	pids := make([]*actor.PID, 0, len(l.active))
+	for _, pid := range l.active {
+		pids = append(pids, pid)
 	}
 	l.mu.Unlock()
+	StopEach(ctx, l.sys.Root, pids, reason)
+}
+
+// StopEach asks each session actor to stop for reason, all at once, and
+// waits until each has stopped or ctx's deadline (10 s without one) passes.
+func StopEach(ctx context.Context, root *actor.RootContext, pids []*actor.PID, reason string) {
+	timeout := 10 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
 	var wg sync.WaitGroup
 	for _, pid := range pids {
 		wg.Add(1)
-		go func(pid *actor.PID) {
+		go func() {
 			defer wg.Done()
-			timeout := 10 * time.Second
-			if dl, ok := ctx.Deadline(); ok {
-				timeout = time.Until(dl)
-			}
-			_, _ = l.sys.Root.RequestFuture(pid, &pb.Stop{Caller: &pb.Caller{System: true}, Reason: reason}, timeout).Result()
-		}(pid)
+			_, _ = root.RequestFuture(pid, &pb.Stop{Caller: &pb.Caller{System: true}, Reason: reason}, timeout).Result()
+		}()
 	}
 	wg.Wait()
 }

@@ -53,6 +53,32 @@ func TestSessionsSpreadAndCrossNodeClients(t *testing.T) {
 	}
 	s.Wait(t, 10*time.Second, "finish", testkit.IsChat("finish"))
 	s.Close()
+	// A WebSocket client on node 0 runs a command on the remote session and
+	// gets its reply and the state frame.
+	ws := via.ws(t, id)
+	ws.WriteJSON(map[string]any{"id": "w1", "type": "command", "domain": "demo", "action": "increment"})
+	var gotReply, gotState bool
+	deadline := time.Now().Add(20 * time.Second)
+	for !gotReply || !gotState {
+		ws.SetReadDeadline(deadline)
+		var m struct {
+			Event string         `json:"event"`
+			Data  map[string]any `json:"data"`
+		}
+		if err := ws.ReadJSON(&m); err != nil {
+			t.Fatalf("websocket via node 0 (reply %v, state %v): %v", gotReply, gotState, err)
+		}
+		switch {
+		case m.Event == "reply" && m.Data["id"] == "w1":
+			if m.Data["ok"] != true {
+				t.Fatalf("websocket command: %v", m.Data)
+			}
+			gotReply = true
+		case m.Event == "state" && m.Data["key"] == "surface:demo" && m.Data["rev"] == 5.0:
+			gotState = true
+		}
+	}
+	ws.Close()
 	// Resume on a third node: exactly the frames after the last one seen.
 	third := e.nodes[3-host.i-0]
 	if third == host {
@@ -170,20 +196,7 @@ func finalCount(t testing.TB, nd *node, id string) (count, rev int) {
 func TestNodeKilledSessionMoves(t *testing.T) {
 	e := newEnv(t, "automanaged", 3)
 	e.startAll(3)
-	var id string
-	var host *node
-	for {
-		id = e.nodes[0].create(t)
-		if host = e.hostOf(t, e.nodes[0], id); host.i != 0 {
-			break
-		}
-	}
-	others := []*node{}
-	for _, nd := range e.nodes {
-		if nd != host {
-			others = append(others, nd)
-		}
-	}
+	id, host, others := e.remoteSession(t)
 	client := others[0]
 	s := client.sse(t, id, "")
 	s.Wait(t, 20*time.Second, "ready", testkit.IsStatus("ready"))
@@ -257,20 +270,7 @@ func TestStaleNodeCannotCommit(t *testing.T) {
 	e, _ := newEtcdEnv(t, 3)
 	e.extra = []string{"--config", writeLeaseConfig(t, "2s")}
 	e.startAll(3)
-	var id string
-	var host *node
-	for {
-		id = e.nodes[0].create(t)
-		if host = e.hostOf(t, e.nodes[0], id); host.i != 0 {
-			break
-		}
-	}
-	others := []*node{}
-	for _, nd := range e.nodes {
-		if nd != host {
-			others = append(others, nd)
-		}
-	}
+	id, host, others := e.remoteSession(t)
 	l0 := startLoad(t, id, func(int) *node { return host })
 	for l0.ackedCount() < 5 {
 		time.Sleep(20 * time.Millisecond)

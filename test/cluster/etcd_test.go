@@ -1,6 +1,8 @@
 package cluster_test
 
 import (
+	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -156,4 +158,40 @@ func TestEvictedMemberRejoins(t *testing.T) {
 	l.end()
 	count, _ := finalCount(t, e.nodes[0], id)
 	l.check(t, count)
+}
+
+// With etcd unreachable the daemon does not hang at start (the library's
+// provider blocks forever there): it exits with a clear error naming etcd.
+func TestEtcdUnreachableFailsStart(t *testing.T) {
+	e := newEnv(t, "etcd", 1)
+	e.etcd = []string{fmt.Sprintf("127.0.0.1:%d", freePort(t))} // nothing listens there
+	cmd := exec.Command(e.bin, e.args(0)...)
+	cmd.Dir = testkit.RepoRoot()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() == 0 {
+			t.Fatalf("exit: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the daemon hung at start with etcd unreachable:\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "etcd") || !strings.Contains(stderr.String(), e.etcd[0]) {
+		t.Fatalf("the error does not name etcd and its endpoint:\n%s", stderr.String())
+	}
+	t.Logf("failed after %s: %s", time.Since(t0).Round(100*time.Millisecond), lastLine(stderr.String()))
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/surfaced/surfaced/internal/pgtest"
 	"github.com/surfaced/surfaced/internal/testkit"
 )
@@ -319,6 +321,36 @@ func (e *env) hostOf(t testing.TB, via *node, id string) *node {
 	}
 	t.Fatalf("no node has address %s", addr)
 	return nil
+}
+
+// remoteSession creates sessions through node 0 until one lives on another
+// node; it returns it, its host and the nodes that do not host it.
+func (e *env) remoteSession(t testing.TB) (id string, host *node, others []*node) {
+	t.Helper()
+	for {
+		id = e.nodes[0].create(t)
+		if host = e.hostOf(t, e.nodes[0], id); host.i != 0 {
+			break
+		}
+	}
+	for _, nd := range e.nodes {
+		if nd != host {
+			others = append(others, nd)
+		}
+	}
+	return id, host, others
+}
+
+// ws opens a WebSocket on the session through this node.
+func (nd *node) ws(t testing.TB, id string) *websocket.Conn {
+	t.Helper()
+	u := strings.Replace(nd.base, "http://", "ws://", 1) + "/api/sessions/" + id + "/ws"
+	c, resp, err := websocket.DefaultDialer.Dial(u, http.Header{"Authorization": {"Bearer " + token}})
+	if err != nil {
+		t.Fatalf("websocket via node %d: %v %v", nd.i, err, resp)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 func (nd *node) sse(t testing.TB, id, last string) *testkit.SSE {
