@@ -15,6 +15,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/surfaced/surfaced/actors/dispatch"
 	"github.com/surfaced/surfaced/actors/session"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
@@ -149,7 +150,7 @@ func (c *conn) attach(sessionID, agent string, hold bool) *attachedSession {
 	if c.srv.opts.Props != nil {
 		opts = c.srv.opts.Props("acp", sessionID)
 	}
-	a.pid = c.srv.sys().Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return g }, opts...), "acp-")
+	a.pid = c.srv.sys().Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return g }, append([]actor.PropsOption{dispatch.Option()}, opts...)...), "acp-")
 	c.sessions[sessionID] = a
 	c.mu.Unlock()
 	return a

@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/surfaced/surfaced/actors/dispatch"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -108,7 +109,7 @@ type clientActor struct {
 }
 
 func clientProps(q *outbound, opts ...actor.PropsOption) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &clientActor{q: q} }, opts...)
+	return actor.PropsFromProducer(func() actor.Actor { return &clientActor{q: q} }, append([]actor.PropsOption{dispatch.Option()}, opts...)...)
 }
 
 func (a *clientActor) Receive(ctx actor.Context) {

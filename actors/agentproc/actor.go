@@ -12,6 +12,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/surfaced/surfaced/actors/dispatch"
 	proc "github.com/surfaced/surfaced/agentproc"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
@@ -35,7 +36,7 @@ type Config struct {
 // for dropped lines and, exactly once, *pb.AgentExited — including when the
 // process could not start (Error set, ExitCode -1).
 func Props(cfg Config, opts ...actor.PropsOption) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &agentActor{cfg: cfg} }, opts...)
+	return actor.PropsFromProducer(func() actor.Actor { return &agentActor{cfg: cfg} }, append([]actor.PropsOption{dispatch.Option()}, opts...)...)
 }
 
 type agentActor struct {

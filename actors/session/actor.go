@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 
 	agentactor "github.com/surfaced/surfaced/actors/agentproc"
+	"github.com/surfaced/surfaced/actors/dispatch"
 	"github.com/surfaced/surfaced/actors/surface"
 	proc "github.com/surfaced/surfaced/agentproc"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
@@ -72,7 +73,7 @@ type Config struct {
 // Props returns the props of a session actor.
 func Props(cfg Config) *actor.Props {
 	opts := cfg.Deps.props("session", cfg.Record.ID, "")
-	return actor.PropsFromProducer(func() actor.Actor { return newSessionActor(cfg) }, opts...)
+	return actor.PropsFromProducer(func() actor.Actor { return newSessionActor(cfg) }, append([]actor.PropsOption{dispatch.Option()}, opts...)...)
 }
 
 type subscriber struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/surfaced/surfaced/actors/dispatch"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -25,7 +26,7 @@ const GrainKind = "session"
 func ClusterKind(deps *Deps) *cluster.Kind {
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return newSessionActor(Config{Deps: deps})
-	}, deps.props("session", "", "")...)
+	}, append([]actor.PropsOption{dispatch.Option()}, deps.props("session", "", "")...)...)
 	return cluster.NewKind(GrainKind, props)
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/surfaced/surfaced/actors/dispatch"
 	"github.com/surfaced/surfaced/agentproc"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
@@ -61,7 +62,7 @@ type Config struct {
 // Props returns the props of a domain actor; the session spawns it as a child
 // and is its parent: committed snapshots go to the parent as *pb.StateCommitted.
 func Props(cfg Config, opts ...actor.PropsOption) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return newDomainActor(cfg) }, opts...)
+	return actor.PropsFromProducer(func() actor.Actor { return newDomainActor(cfg) }, append([]actor.PropsOption{dispatch.Option()}, opts...)...)
 }
 
 type domainActor struct {
