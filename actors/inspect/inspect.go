@@ -30,6 +30,7 @@ package inspect
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -120,7 +121,7 @@ func (in *Inspector) Props(kind, sessionID, domain string) []actor.PropsOption {
 	ks := in.kind(kind)
 	return []actor.PropsOption{
 		actor.WithMailbox(func() actor.Mailbox {
-			r := &record{in: in, kind: ks, session: sessionID, domain: domain, samples: make([]sample, in.window)}
+			r := &record{in: in, kind: ks, session: sessionID, domain: domain, samples: make([]atomic.Uint64, in.window)}
 			r.mb = actor.Unbounded()()
 			return &mailbox{Mailbox: r.mb, r: r}
 		}),

@@ -4,24 +4,19 @@ import (
 	"math"
 	"reflect"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// mailbox is an actor's real mailbox with its posts counted. Posts pass
-// through it; the message loop stays the inner mailbox's, which calls the
-// actor context through the invoker installed at registration.
+// mailbox is an actor's real mailbox. Posts go straight to it (posted is
+// computed: processed + queued + the one being handled); the message loop
+// stays the inner mailbox's, which calls the actor context through the
+// invoker installed at registration.
 type mailbox struct {
 	actor.Mailbox
 	r *record
-}
-
-func (m *mailbox) PostUserMessage(msg any) {
-	m.r.posted.Add(1)
-	m.Mailbox.PostUserMessage(msg)
 }
 
 // RegisterHandlers is where protoactor hands the mailbox its actor context,
@@ -88,18 +83,16 @@ func (v *invoker) EscalateFailure(reason, message any) {
 	v.inner.EscalateFailure(reason, message)
 }
 
-// sample is one handled message: when it ended (ms since the inspector's
-// epoch, wrapping after 49 days, which only matters for an actor idle that
-// long) and how long its handler ran (µs, capped).
-type sample struct {
-	endMS uint32
-	durUS uint32
-}
+// A sample is one handled message, packed in a uint64: when it ended (ms
+// since the inspector's epoch, wrapping after 49 days, which only matters
+// for an actor idle that long) and how long its handler ran (µs, capped).
 
-// record is the live state of one inspected actor. The counters are atomic
-// (posts come from any goroutine); the rest changes on the actor's own
-// goroutine under mu, which snapshots take briefly (never contended
-// otherwise: one message runs at a time).
+// record is the live state of one inspected actor. Everything that changes
+// is atomic and written only on the actor's own goroutine (one message runs
+// at a time); snapshots read it without stopping the actor, so a snapshot
+// taken as a message starts may pair its type with the previous one's start,
+// which a once-a-second view does not show. No lock: the inspector costs a
+// few atomic stores per message.
 type record struct {
 	in      *Inspector
 	kind    *kindStats
@@ -114,52 +107,59 @@ type record struct {
 	sys     *actor.ActorSystem
 	proc    actor.Process
 
-	posted    atomic.Uint64
 	processed atomic.Uint64
 
-	mu       sync.Mutex
-	cur      reflect.Type  // message being handled, nil when idle
-	curSince time.Duration // on the inspector's clock
-	curUser  bool
-	samples  []sample // ring of the last len(samples) handled messages
-	n        uint64   // samples written
+	state    atomic.Uint32   // stateIdle, stateUser or stateSystem
+	cur      atomic.Value    // reflect.Type of the message being handled
+	curSince atomic.Int64    // its start on the inspector's clock (ns)
+	samples  []atomic.Uint64 // ring of the last handled messages: endMS<<32 | durUS
+	n        atomic.Uint64   // samples written
 }
+
+const (
+	stateIdle uint32 = iota
+	stateUser
+	stateSystem
+)
 
 func (r *record) begin(msg any, start time.Duration, user bool) {
 	if env, ok := msg.(*actor.MessageEnvelope); ok {
 		msg = env.Message
 	}
-	t := reflect.TypeOf(msg)
-	r.mu.Lock()
-	r.cur = t
-	r.curSince = start
-	r.curUser = user
-	r.mu.Unlock()
+	if msg == nil {
+		msg = struct{}{}
+	}
+	r.cur.Store(reflect.TypeOf(msg))
+	r.curSince.Store(int64(start))
+	if user {
+		r.state.Store(stateUser)
+	} else {
+		r.state.Store(stateSystem)
+	}
 }
 
 func (r *record) done(start time.Duration, user bool) {
 	end := r.in.clock()
 	d := end - start
-	r.mu.Lock()
-	r.cur = nil
 	if user {
-		r.samples[r.n%uint64(len(r.samples))] = sample{endMS: uint32(end.Milliseconds()), durUS: clampUS(d)}
-		r.n++
-	}
-	r.mu.Unlock()
-	if user {
+		// processed first: a snapshot between the two sees the message
+		// twice in posted rather than not at all.
 		r.processed.Add(1)
+	}
+	r.state.Store(stateIdle)
+	if user {
+		n := r.n.Load()
+		r.samples[n%uint64(len(r.samples))].Store(uint64(uint32(end.Milliseconds()))<<32 | uint64(clampUS(d)))
+		r.n.Store(n + 1)
 		r.kind.handling.Observe(d.Seconds())
 	}
 }
 
 // failed ends the current message after its handler panicked.
 func (r *record) failed() {
-	r.mu.Lock()
-	cur, since, user := r.cur, r.curSince, r.curUser
-	r.mu.Unlock()
-	if cur != nil {
-		r.done(since, user)
+	st := r.state.Load()
+	if st != stateIdle {
+		r.done(time.Duration(r.curSince.Load()), st == stateUser)
 	}
 }
 
@@ -183,41 +183,46 @@ func (r *record) alive() bool {
 // snapshot reads the record at now.
 func (r *record) snapshot(now time.Time, buf []uint32) Actor {
 	processed := r.processed.Load()
+	depth := r.mb.UserMessageCount()
 	a := Actor{
 		ID:        r.id,
 		Kind:      r.kind.name,
 		Session:   r.session,
 		Domain:    r.domain,
-		Depth:     r.mb.UserMessageCount(),
+		Depth:     depth,
 		Processed: processed,
 		Started:   r.started,
 	}
-	a.Posted = r.posted.Load()
+	a.Posted = processed + uint64(max(depth, 0))
 	nowMS := uint32(now.Sub(r.in.epoch).Milliseconds())
 	ageMS := uint32(r.in.age.Milliseconds())
 
-	r.mu.Lock()
-	if r.cur != nil {
-		a.Current = r.cur.String()
-		ms := (now.Sub(r.in.epoch) - r.curSince).Milliseconds()
+	if st := r.state.Load(); st != stateIdle {
+		if st == stateUser {
+			a.Posted++
+		}
+		if t, ok := r.cur.Load().(reflect.Type); ok {
+			a.Current = t.String()
+		}
+		ms := (now.Sub(r.in.epoch) - time.Duration(r.curSince.Load())).Milliseconds()
 		if ms < 0 {
 			ms = 0
 		}
 		a.CurrentForMS = &ms
 	}
-	count := r.n
+	count := r.n.Load()
 	if count > uint64(len(r.samples)) {
 		count = uint64(len(r.samples))
 	}
 	buf = buf[:0]
 	for i := uint64(0); i < count; i++ {
-		s := r.samples[i]
+		v := r.samples[i].Load()
+		endMS, durUS := uint32(v>>32), uint32(v)
 		// Wrapping arithmetic: the sample's age in ms.
-		if nowMS-s.endMS <= ageMS {
-			buf = append(buf, s.durUS)
+		if nowMS-endMS <= ageMS {
+			buf = append(buf, durUS)
 		}
 	}
-	r.mu.Unlock()
 	a.P50US, a.P99US = percentiles(buf)
 	return a
 }
