@@ -464,7 +464,7 @@
 
   function onEnd(cur, d) {
     const reason = (d && d.reason) || "stopped";
-    if (reason === "slow_consumer") return; // the library reconnects at once
+    if (reason === "slow_consumer" || reason === "moved") return; // the library reconnects at once
     cur.ended = true;
     cur.endReason = reason;
     cur.endNote = {

@@ -19,7 +19,8 @@
  *       open(), reconnecting(), state(frame, applied), session(frame), chat(chunk), uiRequest(req),
  *       diagnostic(d), resync(d), end(d), error({code, message, fatal}), frame(kind, data, id)
  *     Resume: the browser resends Last-Event-ID itself when it reconnects on its own; when the stream
- *     is closed for good (an HTTP error, or end{reason:"slow_consumer"}) the library reopens it with
+ *     is closed for good (an HTTP error, end{reason:"slow_consumer"}, or end{reason:"moved"}: the
+ *     session went to another node of a cluster) the library reopens it with
  *     ?lastEventId=<last id seen>, with backoff. After any other `end` the stream stays closed; the
  *     next prompt/run/answer wakes it (resuming from the last id) unless the reason was "stopped"
  *     or "revoked". A `resync` frame clears the state map; the sticky frames that follow rebuild it.
@@ -648,7 +649,9 @@
     _ended(reason) {
       this.endReason = reason;
       this._teardown();
-      if (reason === "slow_consumer" && !this.closed) {
+      // Cut for being behind, or the session moved to another node of a
+      // cluster: reconnect at once, resuming (or resyncing) from the last id.
+      if ((reason === "slow_consumer" || reason === "moved") && !this.closed) {
         this._open();
         return;
       }
