@@ -276,6 +276,9 @@ func TestStaleNodeCannotCommit(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	l0.end()
+	// A browser attached on the host itself.
+	watcher := host.sse(t, id, "")
+	watcher.Wait(t, 20*time.Second, "ready", testkit.IsStatus("ready"))
 	// Freeze the host: it neither renews its leases nor answers.
 	_ = syscall.Kill(host.cmd.Process.Pid, syscall.SIGSTOP)
 	l := startLoad(t, id, func(i int) *node { return others[i%2] })
@@ -309,6 +312,11 @@ func TestStaleNodeCannotCommit(t *testing.T) {
 			t.Fatalf("the stale node's activation did not find its lease lost")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// The browser on the stale node was told the session moved.
+	end := watcher.Wait(t, 30*time.Second, "end", testkit.IsKind("end"))
+	if end.Data["reason"] != "moved" {
+		t.Fatalf("the browser on the stale node: %v", end.Raw)
 	}
 	// It rejoins and serves again.
 	deadline = time.Now().Add(90 * time.Second)
