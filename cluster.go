@@ -242,7 +242,7 @@ func (r *Runtime) watchdog(cc ClusterConfig, node *clusterNode) {
 func (r *Runtime) rejoin(cc ClusterConfig, old *clusterNode) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r.stopLiveSessions(ctx, "shutdown")
+	r.stopLiveSessions(ctx, "moved")
 	close(old.done)
 	old.dir.Close()
 	old.c.Shutdown(false) // also shuts its actor system down

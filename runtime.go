@@ -405,8 +405,9 @@ func (r *Runtime) Request(ctx context.Context, id string, msg proto.Message) (pr
 }
 
 // Shutdown stops every session (they sleep: their agents stop, their clients
-// get end{shutdown}, they wake on the next request after a restart) and
-// writes what is queued. The store stays open; its owner closes it.
+// get end{shutdown}, they wake on the next request after a restart; in a
+// cluster end{moved}, and they wake on another node) and writes what is
+// queued. The store stays open; its owner closes it.
 // Shutdown is idempotent; later calls return the first one's result.
 func (r *Runtime) Shutdown(ctx context.Context) error {
 	r.shutdownOnce.Do(func() {
@@ -414,7 +415,8 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 			r.local.Close()
 			r.local.StopAll(ctx, "shutdown")
 		} else {
-			r.stopLiveSessions(ctx, "shutdown")
+			// Another node takes the sessions over: clients reconnect now.
+			r.stopLiveSessions(ctx, "moved")
 			r.swap.RLock()
 			node := r.node
 			r.swap.RUnlock()

@@ -92,7 +92,7 @@ func (s *Server) events(c echo.Context) error {
 			shutdown = nil
 			shutdownGrace = time.After(3 * time.Second)
 		case <-shutdownGrace:
-			s.writeSSEEnd(w, rc, "shutdown")
+			s.writeSSEEnd(w, rc, s.shutdownReason())
 			return nil
 		case <-ctx.Done():
 			if errors.Is(context.Cause(ctx), guard.ErrRevoked) {

@@ -89,3 +89,13 @@ func (st *stream) close() {
 func endData(reason string) []byte {
 	return []byte(`{"reason":"` + reason + `"}`)
 }
+
+// shutdownReason is the end a stream gets from a node going away: shutdown
+// on a single node (the session sleeps until the daemon is back), moved in a
+// cluster (another node serves the session: reconnect now).
+func (s *Server) shutdownReason() string {
+	if s.rt.Clustered() {
+		return "moved"
+	}
+	return "shutdown"
+}

@@ -130,7 +130,7 @@ func (s *Server) websocket(c echo.Context) error {
 			shutdownGrace = time.After(3 * time.Second)
 		case <-shutdownGrace:
 			msg.Reset()
-			writeWSFrame(&msg, "end", "", endData("shutdown"))
+			writeWSFrame(&msg, "end", "", endData(s.shutdownReason()))
 			write(msg.Bytes())
 			closeWith(websocket.CloseGoingAway, "shutdown")
 			return nil

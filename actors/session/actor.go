@@ -667,8 +667,9 @@ func (s *sessionActor) stop(ctx actor.Context, m *pb.Stop) {
 		return
 	}
 	switch m.GetReason() {
-	case "shutdown", "idle":
-		// The session sleeps: it is not ended, its next request wakes it.
+	case "shutdown", "idle", "moved":
+		// The session sleeps: it is not ended, its next request wakes it
+		// (here, or, when it moved, on another node of the cluster).
 		if s.status != StatusEnded {
 			s.stopAgent(ctx)
 			s.status = StatusIdle
@@ -687,6 +688,13 @@ func (s *sessionActor) stop(ctx actor.Context, m *pb.Stop) {
 }
 
 func (s *sessionActor) stoppingNow(ctx actor.Context) {
+	if s.deps.Leaser != nil && !s.final && s.flog != nil {
+		// A cluster grain stopped without saying goodbye: the cluster moved
+		// its identity to another member (rebalancing) or this member is
+		// leaving. Its clients reconnect and find it there.
+		s.emitEnd("moved")
+		s.flush(ctx)
+	}
 	s.releaseLease()
 	if s.readyTimer != nil {
 		s.readyTimer.Stop()
