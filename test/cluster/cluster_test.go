@@ -304,16 +304,9 @@ func TestStaleNodeCannotCommit(t *testing.T) {
 		}
 		t.Logf("command via the stale node: %d in %s", st, time.Since(t0).Round(time.Millisecond))
 	}
-	// Its activation found the lease taken (renewal or a write was fenced)
-	// and stopped.
-	deadline = time.Now().Add(30 * time.Second)
-	for !strings.Contains(host.tail(1<<24), "session lease lost") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the stale node's activation did not find its lease lost")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	// The browser on the stale node was told the session moved.
+	// Its activation stopped, whichever came first on waking: the lease
+	// renewal finding the lease taken, or the cluster moving the grain away.
+	// Either way the browser attached there is told the session moved.
 	end := watcher.Wait(t, 30*time.Second, "end", testkit.IsKind("end"))
 	if end.Data["reason"] != "moved" {
 		t.Fatalf("the browser on the stale node: %v", end.Raw)
