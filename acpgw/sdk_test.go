@@ -22,6 +22,9 @@ import (
 func sdkDir(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("node"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("node is required on CI: the official TypeScript SDK test needs it")
+		}
 		t.Skip("node is not installed; the official TypeScript SDK test needs it")
 	}
 	dir := filepath.Join(testkit.RepoRoot(), "testdata", "npm", "acp-sdk")
