@@ -122,6 +122,16 @@ func (s *Store) fencedWrite(ctx context.Context, token int64, sql string, args .
 	return nil
 }
 
+// write runs sql, or fencedSQL with the fence of ctx as its last argument
+// when ctx carries one; both return (fence ok, session found).
+func (s *Store) write(ctx context.Context, sql, fencedSQL string, args ...any) error {
+	token, fenced := store.FenceOf(ctx)
+	if fenced {
+		sql, args = fencedSQL, append(args, token)
+	}
+	return s.fencedWrite(ctx, token, sql, args...)
+}
+
 // writeNothing is the check of a write of no entries: the session must
 // exist and the fence of ctx, if any, be current.
 func (s *Store) writeNothing(ctx context.Context, id string) error {
@@ -227,12 +237,7 @@ func (s *Store) AppendTranscript(ctx context.Context, sessionID string, entries 
 		turnIDs[i], promptIDs[i] = int64(e.TurnID), int64(e.PromptID)
 	}
 	args := []any{sessionID, int64(n), roles, texts, callIDs, names, toolArgs, toolResults, isError, vias, at, turnIDs, promptIDs}
-	sql := s.q.appendTranscript
-	token, fenced := store.FenceOf(ctx)
-	if fenced {
-		sql, args = s.q.appendTranscriptFenced, append(args, token)
-	}
-	if err := s.fencedWrite(ctx, token, sql, args...); err != nil {
+	if err := s.write(ctx, s.q.appendTranscript, s.q.appendTranscriptFenced, args...); err != nil {
 		return s.fail(ctx, op, sessionID, err)
 	}
 	return nil
@@ -303,12 +308,7 @@ func (s *Store) PutKV(ctx context.Context, sessionID string, entries []store.KV)
 		}
 	}
 	args := []any{sessionID, keys, values, revs, deleted}
-	sql := s.q.putKV
-	token, fenced := store.FenceOf(ctx)
-	if fenced {
-		sql, args = s.q.putKVFenced, append(args, token)
-	}
-	if err := s.fencedWrite(ctx, token, sql, args...); err != nil {
+	if err := s.write(ctx, s.q.putKV, s.q.putKVFenced, args...); err != nil {
 		return s.fail(ctx, op, sessionID, err)
 	}
 	return nil
