@@ -1,14 +1,9 @@
 package sqlite
 
 import (
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/crc32"
 	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/surfaced/surfaced/store"
@@ -93,41 +88,10 @@ func jsonOrNil(b []byte) any {
 // cursorVersion starts every cursor, so that a later format can be told apart.
 const cursorVersion = "s1:"
 
-// encodeCursor is the cursor for the page after the session at (updated, id):
-// base64 of the version, the position and a CRC-32 of both, so that a cursor
-// that was cut, extended or made up is refused rather than read as another
-// position.
 func encodeCursor(updated int64, id string) string {
-	payload := []byte(cursorVersion + strconv.FormatInt(updated, 10) + ":" + id)
-	return base64.RawURLEncoding.EncodeToString(binary.BigEndian.AppendUint32(payload, crc32.ChecksumIEEE(payload)))
+	return store.EncodeCursor(cursorVersion, updated, id)
 }
 
 func decodeCursor(c string) (updated int64, id string, err error) {
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return 0, "", fmt.Errorf("%w: not base64: %v", store.ErrBadCursor, err)
-	}
-	if len(raw) < 4 {
-		return 0, "", fmt.Errorf("%w: too short", store.ErrBadCursor)
-	}
-	payload, sum := raw[:len(raw)-4], binary.BigEndian.Uint32(raw[len(raw)-4:])
-	if crc32.ChecksumIEEE(payload) != sum {
-		return 0, "", fmt.Errorf("%w: checksum mismatch (cut, altered or from another store)", store.ErrBadCursor)
-	}
-	rest, ok := strings.CutPrefix(string(payload), cursorVersion)
-	if !ok {
-		return 0, "", fmt.Errorf("%w: unknown format", store.ErrBadCursor)
-	}
-	ts, id, ok := strings.Cut(rest, ":")
-	if !ok {
-		return 0, "", fmt.Errorf("%w: no session id", store.ErrBadCursor)
-	}
-	updated, err = strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return 0, "", fmt.Errorf("%w: bad time: %v", store.ErrBadCursor, err)
-	}
-	if err := store.CheckSessionID(id); err != nil {
-		return 0, "", fmt.Errorf("%w: %v", store.ErrBadCursor, err)
-	}
-	return updated, id, nil
+	return store.DecodeCursor(cursorVersion, c)
 }
