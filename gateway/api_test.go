@@ -450,6 +450,8 @@ func TestMetrics(t *testing.T) {
 		`surfaced_jsonl_errors_total{code="invalid_json"} 1`,
 		`surfaced_jsonl_errors_total{code="missing_type"} 1`,
 		"surfaced_prompts_total 1",
+		"surfaced_dispatch_workers ",
+		"surfaced_dispatch_workers_started_total ",
 		"go_goroutines",
 	} {
 		if !strings.Contains(body, want) {

@@ -12,6 +12,7 @@ package dispatch
 
 import (
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -22,6 +23,22 @@ type Pool struct {
 	throughput int
 	idle       time.Duration
 	work       chan func() // unbuffered: a send succeeds only to a waiting worker
+
+	started atomic.Int64 // workers ever started
+	live    atomic.Int64 // workers running or idle now
+	idleNow atomic.Int64 // workers waiting for work now
+}
+
+// Stats is a snapshot of a pool's workers.
+type Stats struct {
+	Started int64 // workers started since the pool was made
+	Live    int64 // workers alive now (running a mailbox or idle)
+	Idle    int64 // workers waiting for work now
+}
+
+// Stats reports the pool's workers.
+func (p *Pool) Stats() Stats {
+	return Stats{Started: p.started.Load(), Live: p.live.Load(), Idle: p.idleNow.Load()}
 }
 
 var _ actor.Dispatcher = (*Pool)(nil)
@@ -53,6 +70,8 @@ func (p *Pool) Schedule(fn func()) {
 	select {
 	case p.work <- fn:
 	default:
+		p.started.Add(1)
+		p.live.Add(1)
 		go p.worker(fn)
 	}
 }
@@ -61,15 +80,19 @@ func (p *Pool) Schedule(fn func()) {
 func (p *Pool) Throughput() int { return p.throughput }
 
 func (p *Pool) worker(fn func()) {
+	defer p.live.Add(-1)
 	fn()
 	t := time.NewTimer(p.idle)
 	defer t.Stop()
 	for {
+		p.idleNow.Add(1)
 		select {
 		case fn := <-p.work:
+			p.idleNow.Add(-1)
 			fn()
 			t.Reset(p.idle)
 		case <-t.C:
+			p.idleNow.Add(-1)
 			return
 		}
 	}
