@@ -47,7 +47,7 @@ type invoker struct {
 func (v *invoker) InvokeUserMessage(msg any) {
 	r := v.r
 	// Messages still waiting behind this one.
-	r.kind.depth.Observe(float64(r.mb.UserMessageCount()))
+	r.kind.depth.observe(int64(r.mb.UserMessageCount()))
 	start := r.in.clock()
 	r.begin(msg, start, true)
 	v.inner.InvokeUserMessage(msg)
@@ -151,7 +151,7 @@ func (r *record) done(start time.Duration, user bool) {
 		n := r.n.Load()
 		r.samples[n%uint64(len(r.samples))].Store(uint64(uint32(end.Milliseconds()))<<32 | uint64(clampUS(d)))
 		r.n.Store(n + 1)
-		r.kind.handling.Observe(d.Seconds())
+		r.kind.handling.observe(int64(d))
 	}
 }
 
