@@ -265,13 +265,7 @@ func (r *Runtime) rejoin(cc ClusterConfig, old *clusterNode) error {
 // Members are matched by address, not id: the Kubernetes provider names
 // members with ids of its own.
 func (n *clusterNode) inOwnView() bool {
-	self := n.sys.Address()
-	for _, m := range n.c.MemberList.Members().Members() {
-		if m.Address() == self {
-			return true
-		}
-	}
-	return false
+	return n.dir.HasMember(n.sys.Address())
 }
 
 // shutdown leaves the cluster gracefully.
@@ -307,11 +301,7 @@ func (r *Runtime) ClusterMembers() []string {
 	if n == nil {
 		return nil
 	}
-	var out []string
-	for _, m := range n.c.MemberList.Members().Members() {
-		out = append(out, m.Address())
-	}
-	return out
+	return n.dir.Members()
 }
 
 // leaseConflict records a session placed here whose lease a live member
@@ -324,14 +314,8 @@ func (r *Runtime) leaseConflict(sessionID, holder string) {
 		return
 	}
 	addr, _, _ := strings.Cut(holder, "#")
-	alive := false
-	if addr != n.sys.Address() { // an earlier incarnation of this node is not alive
-		for _, m := range n.c.MemberList.Members().Members() {
-			if m.Address() == addr {
-				alive = true
-			}
-		}
-	}
+	// An earlier incarnation of this node is not alive.
+	alive := addr != n.sys.Address() && n.dir.HasMember(addr)
 	if !alive {
 		return // a dead member's lease: it expires, then the session moves here
 	}

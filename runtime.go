@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -93,6 +94,7 @@ type Runtime struct {
 	agents map[string]AgentSpec
 	names  []string
 
+	stopping     atomic.Bool // Shutdown has begun
 	shutdownOnce sync.Once
 	shutdownErr  error
 }
@@ -399,9 +401,46 @@ func (r *Runtime) CreateSession(ctx context.Context, o CreateOptions) (string, e
 	return rec.ID, nil
 }
 
-// Request sends a request to a session.
+// Request sends a request to a session. In a cluster, a request in flight
+// when this node rejoins as a new member (its old member and directory are
+// gone) is asked again through the new one, within the caller's deadline.
 func (r *Runtime) Request(ctx context.Context, id string, msg proto.Message) (proto.Message, error) {
-	return r.Directory().Request(ctx, id, msg)
+	for {
+		d := r.Directory()
+		res, err := d.Request(ctx, id, msg)
+		if err == nil || !errors.Is(err, session.ErrDirectoryClosed) {
+			return res, err
+		}
+		if !r.awaitNewDirectory(ctx, d) {
+			return nil, err
+		}
+		r.log.Debug("request asked again through the rejoined member", "session", id)
+	}
+}
+
+// awaitNewDirectory waits until a rejoin has replaced old (true), or the
+// deadline passes or the runtime shuts down (false).
+func (r *Runtime) awaitNewDirectory(ctx context.Context, old session.Directory) bool {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, session.DefaultRequestTimeout)
+		defer cancel()
+	}
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if r.stopping.Load() {
+			return false
+		}
+		if r.Directory() != old {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
 }
 
 // Shutdown stops every session (they sleep: their agents stop, their clients
@@ -410,6 +449,7 @@ func (r *Runtime) Request(ctx context.Context, id string, msg proto.Message) (pr
 // queued. The store stays open; its owner closes it.
 // Shutdown is idempotent; later calls return the first one's result.
 func (r *Runtime) Shutdown(ctx context.Context) error {
+	r.stopping.Store(true)
 	r.shutdownOnce.Do(func() {
 		if r.local != nil {
 			r.local.Close()

@@ -218,6 +218,11 @@ func (g *sessionGateway) Receive(ctx actor.Context) {
 			g.finish(ctx, "the session ended its stream")
 		}
 	case *actor.Terminated:
+		// A system message: it overtakes the frames the session sent before
+		// it stopped (the end of a turn, say) if they still wait in this
+		// mailbox. Handle it behind them, as a user message.
+		ctx.Send(ctx.Self(), sessionGone{})
+	case sessionGone:
 		if !g.finished {
 			g.finish(ctx, "the session went away")
 		}
@@ -732,3 +737,8 @@ func (g *sessionGateway) onPermission(m *permissionAnswer) {
 		}
 	}()
 }
+
+// sessionGone is what an attachment sends itself when the session actor it
+// watches has terminated, so that it is handled after the frames already
+// queued. It never leaves the node.
+type sessionGone struct{}

@@ -125,7 +125,17 @@ func (a *clientActor) Receive(ctx actor.Context) {
 			ctx.Stop(ctx.Self())
 		}
 	case *actor.Terminated:
+		// Terminated is a system message: it overtakes the frames the
+		// session sent before it stopped (its end frame, when it moved or
+		// ended) if they still wait in this mailbox. Handle it behind them.
+		ctx.Send(ctx.Self(), sessionGone{})
+	case sessionGone:
 		a.q.close("session_gone")
 		ctx.Stop(ctx.Self())
 	}
 }
+
+// sessionGone is what a client actor sends itself when the session actor it
+// watches has terminated: a user message, so that it is handled after the
+// frames already queued. It never leaves the node.
+type sessionGone struct{}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,10 +45,20 @@ type Cluster struct {
 	c   *cluster.Cluster
 	log *slog.Logger
 
-	mu   sync.Mutex
-	gone map[string]chan struct{} // member address -> closed when it leaves
-	sub  *eventstreamSub
+	mu      sync.Mutex
+	gone    map[string]chan struct{} // member address -> closed when it leaves
+	members []string                 // addresses of the members in the topology now
+	sub     *eventstreamSub
+
+	closed    chan struct{} // closed by Close
+	closeOnce sync.Once
 }
+
+// ErrDirectoryClosed is in the error of a request that was in flight when
+// its Directory closed: the member it went through left the cluster (a
+// rejoin replaces it with a new member and a new Directory, which the
+// caller may ask again). It comes wrapped with ErrUnavailable.
+var ErrDirectoryClosed = errors.New("the cluster member this request went through has left")
 
 type eventstreamSub = struct{ unsubscribe func() }
 
@@ -58,7 +69,7 @@ func NewCluster(c *cluster.Cluster, log *slog.Logger) *Cluster {
 	if log == nil {
 		log = slog.Default()
 	}
-	d := &Cluster{c: c, log: log, gone: map[string]chan struct{}{}}
+	d := &Cluster{c: c, log: log, gone: map[string]chan struct{}{}, closed: make(chan struct{})}
 	es := c.ActorSystem.EventStream
 	s := es.Subscribe(func(ev any) {
 		switch e := ev.(type) {
@@ -71,15 +82,55 @@ func NewCluster(c *cluster.Cluster, log *slog.Logger) *Cluster {
 		}
 	})
 	d.sub = &eventstreamSub{unsubscribe: func() { es.Unsubscribe(s) }}
+	// The member has started: its first topology may have been published
+	// before the subscription. A topology that came since is newer.
+	d.mu.Lock()
+	if d.members == nil {
+		d.members = addresses(c.MemberList.Members().Members())
+	}
+	d.mu.Unlock()
 	return d
 }
 
-// Close stops watching.
-func (d *Cluster) Close() { d.sub.unsubscribe() }
+// Members returns the addresses of the members in the current topology, as
+// the cluster's ClusterTopology events told it. The pinned library's
+// MemberList.Members reads the member set without the lock its updates
+// hold, so reading it from another goroutine is a data race; this copy is
+// kept under the directory's own lock.
+func (d *Cluster) Members() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.members)
+}
+
+// HasMember reports whether the member at addr is in the current topology.
+func (d *Cluster) HasMember(addr string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Contains(d.members, addr)
+}
+
+func addresses(ms []*cluster.Member) []string {
+	out := make([]string, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, m.Address())
+	}
+	return out
+}
+
+// Close stops watching; requests in flight fail at once with
+// ErrDirectoryClosed, and so do later ones.
+func (d *Cluster) Close() {
+	d.closeOnce.Do(func() {
+		d.sub.unsubscribe()
+		close(d.closed)
+	})
+}
 
 func (d *Cluster) topology(t *cluster.ClusterTopology) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.members = addresses(t.GetMembers())
 	for _, m := range t.GetLeft() {
 		addr := m.Address()
 		if ch, ok := d.gone[addr]; ok {
@@ -119,9 +170,14 @@ func (d *Cluster) Request(ctx context.Context, id string, msg proto.Message) (pr
 			select {
 			case <-ctx.Done():
 				return nil, fmt.Errorf("session %s: %w: %w", id, ErrUnavailable, last)
+			case <-d.closed:
+				return nil, fmt.Errorf("session %s: %w: %w", id, ErrUnavailable, ErrDirectoryClosed)
 			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, time.Second)
+		}
+		if d.isClosed() {
+			return nil, fmt.Errorf("session %s: %w: %w", id, ErrUnavailable, ErrDirectoryClosed)
 		}
 		pid := d.pid(id)
 		if pid == nil {
@@ -130,6 +186,8 @@ func (d *Cluster) Request(ctx context.Context, id string, msg proto.Message) (pr
 		}
 		res, err := d.call(ctx, pid, msg)
 		switch {
+		case errors.Is(err, ErrDirectoryClosed):
+			return nil, fmt.Errorf("session %s: %w: %w", id, ErrUnavailable, err)
 		case err == nil:
 			if code := refusal(res); code != "" {
 				if code == CodeNotFound {
@@ -152,8 +210,20 @@ func (d *Cluster) Request(ctx context.Context, id string, msg proto.Message) (pr
 	}
 }
 
+func (d *Cluster) isClosed() bool {
+	select {
+	case <-d.closed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Send implements Directory (it waits for the session to take the message).
 func (d *Cluster) Send(ctx context.Context, id string, msg proto.Message) error {
+	if d.isClosed() {
+		return fmt.Errorf("session %s: %w: %w", id, ErrUnavailable, ErrDirectoryClosed)
+	}
 	pid := d.pid(id)
 	if pid == nil {
 		return fmt.Errorf("session %s: %w", id, ErrUnavailable)
@@ -199,6 +269,8 @@ func (d *Cluster) call(ctx context.Context, pid *actor.PID, msg proto.Message) (
 	case <-done:
 	case <-gone:
 		return nil, errMemberGone
+	case <-d.closed:
+		return nil, ErrDirectoryClosed
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
