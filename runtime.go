@@ -394,7 +394,7 @@ func (r *Runtime) CreateSession(ctx context.Context, o CreateOptions) (string, e
 		return "", fmt.Errorf("create session: %w", err)
 	}
 	r.metrics.SessionsCreated.Inc()
-	if _, err := r.Directory().Request(ctx, rec.ID, &pb.GetSummary{Caller: &pb.Caller{System: true}}); err != nil {
+	if _, err := r.Request(ctx, rec.ID, &pb.GetSummary{Caller: &pb.Caller{System: true}}); err != nil {
 		return "", fmt.Errorf("start session %s: %w", rec.ID, err)
 	}
 	r.log.Info("session created", "session", rec.ID, "agent", a.Name, "owner", o.Owner, "cwd", cwd)
