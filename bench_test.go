@@ -114,7 +114,7 @@ func BenchmarkNativeCommandReadOnly(b *testing.B) {
 
 // The same with the embedded SQLite store: the durable write dominates.
 func BenchmarkNativeCommandSQLite(b *testing.B) {
-	st, err := sqlite.Open(context.Background(), b.TempDir())
+	st, err := sqlite.Open(context.Background(), b.TempDir(), sqlite.WithLogger(quietLogger()))
 	if err != nil {
 		b.Fatal(err)
 	}
