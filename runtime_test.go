@@ -640,6 +640,44 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
+// A session ended while a turn runs closes the turn (finish, cancelled)
+// before its end frame, and its actor still leaves after EndedLinger: the
+// agent is stopped on purpose, so its exit does not close the turn.
+func TestSessionEndedMidTurn(t *testing.T) {
+	h := newHarness(t, nil, withLimits(surfaced.Limits{EndedLinger: 200 * time.Millisecond}))
+	id := h.create("")
+	c, _ := h.subscribe(id, "")
+	h.waitReady(c)
+	if r := h.prompt(id, "slow"); r.GetError() != nil {
+		t.Fatalf("prompt: %v", r.GetError())
+	}
+	c.Wait(t, 10*time.Second, "a chunk", testkit.Chat("text-delta"))
+	h.req(id, &pb.Stop{Caller: me, Reason: "stopped"})
+	end := c.Wait(t, 5*time.Second, "end", func(f testkit.Frame) bool { return f.Kind == "end" })
+	var finish *testkit.Frame
+	for _, f := range c.All() {
+		if f.Kind == "chat" && f.Data["type"] == "finish" {
+			finish = &f
+		}
+	}
+	if finish == nil || finish.Seq > end.Seq {
+		t.Fatalf("no finish before the end frame: %v", c.All())
+	}
+	if md, _ := finish.Data["messageMetadata"].(map[string]any); md["stopReason"] != "cancelled" {
+		t.Errorf("finish: %v", finish.Data)
+	}
+	if s := h.req(id, &pb.GetSummary{Caller: me}).(*pb.SessionSummary); s.GetBusy() {
+		t.Errorf("an ended session is busy: %v", s)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(h.rt.Local().Live()) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the session ended mid-turn stays live: %v", h.rt.Local().Live())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // An ended session's actor goes away after EndedLinger even when clients
 // were watching it end.
 func TestEndedSessionActorLeaves(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/acpgw"
 	"github.com/surfaced/surfaced/internal/testkit"
@@ -389,5 +391,54 @@ func TestTextDialogCancelledForEditor(t *testing.T) {
 	}
 	if !strings.Contains(text, "cannot show") || !strings.Contains(text, `"cancelled":true`) {
 		t.Errorf("conversation: %q", text)
+	}
+}
+
+// The updates a session sent just before its actor stopped reach the editor
+// even when the session's Terminated notice is queued behind them: protoactor
+// takes system messages first, so the attachment must not end on the notice
+// alone. The attachment's mailbox is held while a slow turn's chunks queue up;
+// then the session is deleted and its actor leaves; then the mailbox runs.
+func TestUpdatesQueuedBeforeTheSessionLeftAreDelivered(t *testing.T) {
+	held := &testkit.HeldDispatcher{}
+	mb := testkit.NewCountingMailbox()
+	d := startDaemon(t, withLimits(surfaced.Limits{EndedLinger: 50 * time.Millisecond}),
+		withACP(func(o *acpgw.Options) {
+			o.Props = func(kind, sessionID string) []actor.PropsOption {
+				return []actor.PropsOption{actor.WithDispatcher(held), actor.WithMailbox(mb.Producer())}
+			}
+		}))
+	c := d.client()
+	c.initialize()
+	sid := c.newSession(tempDir(t))
+	s := c.stream(sid)
+	running := c.prompt(sid, "slow")
+	s.Wait(t, 10*time.Second, "the first chunk", func(e testkit.Event) bool { return e.Data["method"] == "session/update" })
+
+	held.Hold()
+	deadline := time.Now().Add(10 * time.Second)
+	for mb.UserMessageCount() < 2 { // chunks waiting in the attachment's mailbox
+		if time.Now().After(deadline) {
+			t.Fatalf("no chunks queued: %d", mb.UserMessageCount())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st, out := deleteSession(t, d, sid); st != 200 && st != 204 {
+		t.Fatalf("DELETE session: %d %s", st, out)
+	}
+	for mb.SystemPosted("*actor.Terminated") == 0 { // the session actor left: Terminated is queued
+		if time.Now().After(deadline) {
+			t.Fatalf("the session actor did not leave")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	held.Release()
+
+	text, _, r := c.turn(sid, running)
+	if !strings.Contains(text, "chunk") {
+		t.Fatalf("the chunks queued before the session left were dropped (text %q, answer %v)", text, r)
+	}
+	if stopReason(r) != "cancelled" {
+		t.Errorf("the running prompt: %v", r)
 	}
 }

@@ -645,6 +645,13 @@ func lastLine(s string) string {
 // end ends the session for good: the agent stops, every client gets end.
 func (s *sessionActor) end(ctx actor.Context, reason, code, detail string) {
 	s.stopAgent(ctx)
+	if s.turn != nil {
+		// The agent stops on purpose, so its exit will not close the turn:
+		// close it here, or its clients never see it finish and the ended
+		// actor, still "busy", never leaves.
+		s.turn.aborted = true
+		s.endTurn(ctx, "cancelled", "")
+	}
 	for name, d := range s.domains {
 		ctx.Stop(d.pid)
 		delete(s.domains, name)
