@@ -678,6 +678,51 @@ func TestSessionEndedMidTurn(t *testing.T) {
 	}
 }
 
+// A session put to sleep mid-turn (the daemon shuts down) closes the turn as
+// cancelled before its end frame, keeps what the agent said so far in the
+// transcript, and answers a queued message as not answered.
+func TestShutdownMidTurn(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.create("")
+	c, _ := h.subscribe(id, "")
+	h.waitReady(c)
+	h.prompt(id, "slow")
+	c.Wait(t, 10*time.Second, "a chunk", testkit.Chat("text-delta"))
+	h.prompt(id, "queued")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.rt.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	end := c.Wait(t, 5*time.Second, "end", func(f testkit.Frame) bool { return f.Kind == "end" })
+	if end.Data["reason"] != "shutdown" {
+		t.Fatalf("end: %v", end.Data)
+	}
+	var finishes []string
+	for _, f := range c.All() {
+		if f.Kind == "chat" && f.Data["type"] == "finish" && f.Seq < end.Seq {
+			md, _ := f.Data["messageMetadata"].(map[string]any)
+			finishes = append(finishes, fmt.Sprint(md["stopReason"]))
+		}
+	}
+	if strings.Join(finishes, ",") != "cancelled,cancelled" {
+		t.Fatalf("finishes before end: %v (want the running turn and the queued message, cancelled)", finishes)
+	}
+	entries, err := h.st.Transcript(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var said string
+	for _, e := range entries {
+		if e.Role == "assistant" {
+			said += e.Text
+		}
+	}
+	if !strings.HasPrefix(said, "chunk0 ") {
+		t.Errorf("the transcript lost what the agent said before the shutdown: %q", said)
+	}
+}
+
 // An ended session's actor goes away after EndedLinger even when clients
 // were watching it end.
 func TestEndedSessionActorLeaves(t *testing.T) {

@@ -645,22 +645,28 @@ func lastLine(s string) string {
 // end ends the session for good: the agent stops, every client gets end.
 func (s *sessionActor) end(ctx actor.Context, reason, code, detail string) {
 	s.stopAgent(ctx)
-	if s.turn != nil {
-		// The agent stops on purpose, so its exit will not close the turn:
-		// close it here, or its clients never see it finish and the ended
-		// actor, still "busy", never leaves.
-		s.turn.aborted = true
-		s.endTurn(ctx, "cancelled", "")
-	}
+	s.closeTurnAndInbox(ctx, "the session ended")
 	for name, d := range s.domains {
 		ctx.Stop(d.pid)
 		delete(s.domains, name)
 	}
-	s.failInbox(ctx, "the session ended")
 	s.setStatus(StatusEnded, code, detail)
 	s.persistStatus()
 	s.emitEnd(reason)
 	s.armIdle(ctx)
+}
+
+// closeTurnAndInbox answers what the agent, stopped on purpose, will not:
+// its exit does not close the running turn, so it is closed here as
+// cancelled (what it said so far is kept in the transcript), or its clients
+// never see it finish and the actor, still "busy", never goes idle; queued
+// messages are answered as not answered.
+func (s *sessionActor) closeTurnAndInbox(ctx actor.Context, why string) {
+	if s.turn != nil {
+		s.turn.aborted = true
+		s.endTurn(ctx, "cancelled", "")
+	}
+	s.failInbox(ctx, why)
 }
 
 func (s *sessionActor) emitEnd(reason string) {
@@ -679,6 +685,7 @@ func (s *sessionActor) stop(ctx actor.Context, m *pb.Stop) {
 		// (here, or, when it moved, on another node of the cluster).
 		if s.status != StatusEnded {
 			s.stopAgent(ctx)
+			s.closeTurnAndInbox(ctx, "the session was put to sleep ("+m.GetReason()+")")
 			s.status = StatusIdle
 			s.persistStatus()
 		}
