@@ -363,6 +363,17 @@ func (c *client) prompt(sid, text string) int64 {
 	return c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": []any{map[string]any{"type": "text", "text": text}}}, sid)
 }
 
+// startSlowTurn starts the fake agent's slow turn (40 chunks, 25 ms apart)
+// on sid and waits for its first update; it returns the session stream and
+// the prompt's id.
+func (c *client) startSlowTurn(sid string) (*testkit.SSE, int64) {
+	c.t.Helper()
+	s := c.stream(sid)
+	id := c.prompt(sid, "slow")
+	s.Wait(c.t, 10*time.Second, "the first chunk", func(e testkit.Event) bool { return e.Data["method"] == "session/update" })
+	return s, id
+}
+
 // updates returns the session/update kinds and texts received on s before
 // the response to id, and the response.
 func (c *client) turn(sid string, id int64) (texts string, kinds []string, resp map[string]any) {
