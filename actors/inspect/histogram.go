@@ -35,7 +35,9 @@ func (h *histogram) observe(v int64) {
 		i++
 	}
 	h.counts[i].Add(1)
-	h.sum.Add(v)
+	if v != 0 { // most mailboxes are empty when their actor takes a message
+		h.sum.Add(v)
+	}
 }
 
 // histogramVec is a family of histograms by actor kind, exported as

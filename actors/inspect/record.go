@@ -107,20 +107,32 @@ type record struct {
 	sys     *actor.ActorSystem
 	proc    actor.Process
 
-	processed atomic.Uint64
-
-	state    atomic.Uint32   // stateIdle, stateUser or stateSystem
-	cur      atomic.Value    // reflect.Type of the message being handled
-	curSince atomic.Int64    // its start on the inspector's clock (ns)
-	samples  []atomic.Uint64 // ring of the last handled messages: endMS<<32 | durUS
-	n        atomic.Uint64   // samples written
+	// busy is 0 while the actor waits; while it handles a message, the
+	// message's start on the inspector's clock (ns) plus one, shifted left
+	// one bit, with the low bit set for a system message. One word, so that
+	// beginning and ending a message are one store each.
+	busy    atomic.Int64
+	cur     atomic.Value    // reflect.Type of the message being handled
+	samples []atomic.Uint64 // ring of the last handled messages: endMS<<32 | durUS
+	n       atomic.Uint64   // user messages handled (and samples written)
 }
 
-const (
-	stateIdle uint32 = iota
-	stateUser
-	stateSystem
-)
+func packBusy(start time.Duration, user bool) int64 {
+	v := (int64(start) + 1) << 1
+	if !user {
+		v |= 1
+	}
+	return v
+}
+
+// unpackBusy returns the start and kind of the message being handled; ok is
+// false while the actor waits.
+func unpackBusy(v int64) (start time.Duration, user, ok bool) {
+	if v == 0 {
+		return 0, false, false
+	}
+	return time.Duration(v>>1 - 1), v&1 == 0, true
+}
 
 func (r *record) begin(msg any, start time.Duration, user bool) {
 	if env, ok := msg.(*actor.MessageEnvelope); ok {
@@ -129,37 +141,33 @@ func (r *record) begin(msg any, start time.Duration, user bool) {
 	if msg == nil {
 		msg = struct{}{}
 	}
-	r.cur.Store(reflect.TypeOf(msg))
-	r.curSince.Store(int64(start))
-	if user {
-		r.state.Store(stateUser)
-	} else {
-		r.state.Store(stateSystem)
+	// A load costs less than a store: most messages are of the type the
+	// previous one was.
+	if t := reflect.TypeOf(msg); r.cur.Load() != t {
+		r.cur.Store(t)
 	}
+	r.busy.Store(packBusy(start, user))
 }
 
 func (r *record) done(start time.Duration, user bool) {
 	end := r.in.clock()
 	d := end - start
 	if user {
-		// processed first: a snapshot between the two sees the message
-		// twice in posted rather than not at all.
-		r.processed.Add(1)
-	}
-	r.state.Store(stateIdle)
-	if user {
+		// Counted as processed before it stops being current: a snapshot
+		// between the two sees the message twice in posted rather than not
+		// at all.
 		n := r.n.Load()
 		r.samples[n%uint64(len(r.samples))].Store(uint64(uint32(end.Milliseconds()))<<32 | uint64(clampUS(d)))
 		r.n.Store(n + 1)
 		r.kind.handling.observe(int64(d))
 	}
+	r.busy.Store(0)
 }
 
 // failed ends the current message after its handler panicked.
 func (r *record) failed() {
-	st := r.state.Load()
-	if st != stateIdle {
-		r.done(time.Duration(r.curSince.Load()), st == stateUser)
+	if start, user, ok := unpackBusy(r.busy.Load()); ok {
+		r.done(start, user)
 	}
 }
 
@@ -182,7 +190,7 @@ func (r *record) alive() bool {
 
 // snapshot reads the record at now.
 func (r *record) snapshot(now time.Time, buf []uint32) Actor {
-	processed := r.processed.Load()
+	processed := r.n.Load()
 	depth := r.mb.UserMessageCount()
 	a := Actor{
 		ID:        r.id,
@@ -197,14 +205,14 @@ func (r *record) snapshot(now time.Time, buf []uint32) Actor {
 	nowMS := uint32(now.Sub(r.in.epoch).Milliseconds())
 	ageMS := uint32(r.in.age.Milliseconds())
 
-	if st := r.state.Load(); st != stateIdle {
-		if st == stateUser {
+	if start, user, ok := unpackBusy(r.busy.Load()); ok {
+		if user {
 			a.Posted++
 		}
 		if t, ok := r.cur.Load().(reflect.Type); ok {
 			a.Current = t.String()
 		}
-		ms := (now.Sub(r.in.epoch) - time.Duration(r.curSince.Load())).Milliseconds()
+		ms := (now.Sub(r.in.epoch) - start).Milliseconds()
 		if ms < 0 {
 			ms = 0
 		}
