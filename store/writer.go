@@ -39,8 +39,19 @@ type Writer struct {
 	workers []*writerWorker
 	wg      sync.WaitGroup
 	timeout time.Duration
-	inline  bool // the store writes in memory: write on the caller's goroutine when idle
+	retry   time.Duration // how long a write that failed for a passing reason is tried again
+	inline  bool          // the store writes in memory: write on the caller's goroutine when idle
 }
+
+// RetryWindow is how long Writer tries a write again after it failed for a
+// reason that may pass (a lost connection, a database restarting, a busy
+// SQLite file), backing off from 50 ms to 1 s. KV writes and session
+// updates are idempotent (a KV entry never lowers its key's rev), so they
+// are tried again on any such failure; a transcript append only when the
+// store's error says nothing reached the server (pgx's SafeToRetry), since
+// a second append could duplicate entries. A write refused for what it is
+// (fenced, not found, invalid) is never tried again.
+const RetryWindow = 5 * time.Second
 
 // Inliner is implemented by stores whose writes are cheap and never block
 // (memstore): Writer then writes an op on the submitting goroutine when that
@@ -67,7 +78,7 @@ func NewWriter(s Store, workers int, log *slog.Logger) *Writer {
 	if log == nil {
 		log = slog.Default()
 	}
-	w := &Writer{store: s, log: log, timeout: 30 * time.Second}
+	w := &Writer{store: s, log: log, timeout: 30 * time.Second, retry: RetryWindow}
 	if in, ok := s.(Inliner); ok && in.Inline() {
 		w.inline = true
 	}
@@ -216,7 +227,7 @@ func (w *Writer) write(batch []Op) {
 				kv = append(kv, batch[j].KV...)
 				j++
 			}
-			err := w.store.PutKV(ctx, op.SessionID, kv)
+			err := w.try(ctx, op, "kv", true, func(ctx context.Context) error { return w.store.PutKV(ctx, op.SessionID, kv) })
 			if err != nil {
 				w.logFailure(op, "kv", err)
 			}
@@ -251,21 +262,60 @@ func (w *Writer) logFailure(op Op, what string, err error) {
 
 func (w *Writer) writeOne(ctx context.Context, op Op) error {
 	if len(op.KV) > 0 {
-		if err := w.store.PutKV(ctx, op.SessionID, op.KV); err != nil {
+		if err := w.try(ctx, op, "kv", true, func(ctx context.Context) error { return w.store.PutKV(ctx, op.SessionID, op.KV) }); err != nil {
 			return err
 		}
 	}
 	if len(op.Transcript) > 0 {
-		if err := w.store.AppendTranscript(ctx, op.SessionID, op.Transcript); err != nil {
+		if err := w.try(ctx, op, "transcript", false, func(ctx context.Context) error {
+			return w.store.AppendTranscript(ctx, op.SessionID, op.Transcript)
+		}); err != nil {
 			return err
 		}
 	}
 	if op.Update != nil {
-		if err := w.store.UpdateSession(ctx, op.SessionID, *op.Update); err != nil {
+		if err := w.try(ctx, op, "session", true, func(ctx context.Context) error { return w.store.UpdateSession(ctx, op.SessionID, *op.Update) }); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// try runs write, and runs it again while it fails for a reason that may
+// pass, within the retry window and ctx (see RetryWindow).
+func (w *Writer) try(ctx context.Context, op Op, what string, idempotent bool, write func(context.Context) error) error {
+	deadline := time.Now().Add(w.retry)
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := write(ctx)
+		if err == nil || !mayPass(err) || (!idempotent && !nothingSent(err)) || time.Now().Add(backoff).After(deadline) {
+			return err
+		}
+		w.log.Warn("store write failed; trying again", "session", op.SessionID, "what", what, "attempt", attempt, "in", backoff, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// mayPass reports whether a failed write may succeed if tried again: not
+// when the store refused it for what it is, nor when the writer's own
+// deadline passed.
+func mayPass(err error) bool {
+	return !errors.Is(err, ErrFenced) && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalid) &&
+		!errors.Is(err, ErrClosed) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// nothingSent reports whether the error says the write never reached the
+// server (pgx's errors have a SafeToRetry method).
+func nothingSent(err error) bool {
+	var e interface{ SafeToRetry() bool }
+	return errors.As(err, &e) && e.SafeToRetry()
 }
 
 // FlushSession waits until every op of sessionID submitted before the call

@@ -163,3 +163,121 @@ func must(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+// failingStore fails each kind of write the first fail[kind] times with err[kind].
+type failingStore struct {
+	*memstore.Store
+	mu    sync.Mutex
+	fail  map[string]int
+	err   map[string]error
+	calls map[string]int
+}
+
+func (f *failingStore) Inline() bool { return false }
+
+func (f *failingStore) check(kind string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls[kind]++
+	if f.fail[kind] > 0 {
+		f.fail[kind]--
+		return f.err[kind]
+	}
+	return nil
+}
+
+func (f *failingStore) PutKV(ctx context.Context, id string, entries []store.KV) error {
+	if err := f.check("kv"); err != nil {
+		return err
+	}
+	return f.Store.PutKV(ctx, id, entries)
+}
+
+func (f *failingStore) AppendTranscript(ctx context.Context, id string, entries []store.Entry) error {
+	if err := f.check("transcript"); err != nil {
+		return err
+	}
+	return f.Store.AppendTranscript(ctx, id, entries)
+}
+
+func (f *failingStore) UpdateSession(ctx context.Context, id string, u store.SessionUpdate) error {
+	if err := f.check("session"); err != nil {
+		return err
+	}
+	return f.Store.UpdateSession(ctx, id, u)
+}
+
+// unsent is an error that says nothing reached the server, as pgx's do.
+type unsent struct{ error }
+
+func (unsent) SafeToRetry() bool { return true }
+
+// A write that fails for a passing reason is tried again within the retry
+// window: KV writes and session updates always (they are idempotent), a
+// transcript append only when nothing reached the server. A write refused
+// for what it is is not tried again.
+func TestWriterRetriesPassingFailures(t *testing.T) {
+	ctx := context.Background()
+	lost := errors.New("conn closed: unexpected EOF")
+	cases := []struct {
+		name      string
+		kind      string
+		fail      int
+		err       error
+		op        store.Op
+		wantErr   error // nil: the write succeeds in the end
+		wantCalls int
+	}{
+		{"kv after a lost connection", "kv", 2, lost, store.Op{KV: []store.KV{{Key: "k", Value: []byte(`1`), Rev: 1}}}, nil, 3},
+		{"session update after a lost connection", "session", 1, lost,
+			store.Op{Update: &store.SessionUpdate{Title: ptr("t")}}, nil, 2},
+		{"transcript, nothing sent", "transcript", 2, unsent{lost},
+			store.Op{Transcript: []store.Entry{{Role: "user", Text: "hi"}}}, nil, 3},
+		{"transcript, maybe written: not again", "transcript", 1, lost,
+			store.Op{Transcript: []store.Entry{{Role: "user", Text: "hi"}}}, lost, 1},
+		{"fenced: not again", "kv", 1, fmt.Errorf("token 1: %w", store.ErrFenced),
+			store.Op{KV: []store.KV{{Key: "k", Value: []byte(`1`), Rev: 1}}}, store.ErrFenced, 1},
+		{"not found: not again", "kv", 1, store.ErrNotFound,
+			store.Op{KV: []store.KV{{Key: "k", Value: []byte(`1`), Rev: 1}}}, store.ErrNotFound, 1},
+		{"kv failing for longer than the window", "kv", 1000, lost,
+			store.Op{KV: []store.KV{{Key: "k", Value: []byte(`1`), Rev: 1}}}, lost, -1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := &failingStore{Store: memstore.New(), fail: map[string]int{tc.kind: tc.fail},
+				err: map[string]error{tc.kind: tc.err}, calls: map[string]int{}}
+			must(t, fs.CreateSession(ctx, store.Session{ID: "s", Owner: "alice"}))
+			w := store.NewWriter(fs, 1, quiet())
+			defer w.Close()
+			done := make(chan error, 1)
+			op := tc.op
+			op.SessionID = "s"
+			op.Done = func(err error) { done <- err }
+			t0 := time.Now()
+			w.Submit(op)
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(store.RetryWindow + 10*time.Second):
+				t.Fatal("the write never finished")
+			}
+			if tc.wantErr == nil && err != nil || tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err %v, want %v", err, tc.wantErr)
+			}
+			fs.mu.Lock()
+			calls := fs.calls[tc.kind]
+			fs.mu.Unlock()
+			if tc.wantCalls >= 0 && calls != tc.wantCalls {
+				t.Fatalf("%d calls, want %d", calls, tc.wantCalls)
+			}
+			if tc.wantCalls < 0 {
+				// Tried again with back-off until the window closed, then given up.
+				if calls < 4 || time.Since(t0) > store.RetryWindow+2*time.Second {
+					t.Fatalf("%d calls in %s", calls, time.Since(t0))
+				}
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
