@@ -9,10 +9,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"hash/crc32"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -111,7 +109,7 @@ func later(t, prev time.Time) time.Time {
 // keeping the page's worth of newest ones in a heap: fine for the sizes
 // memstore is meant for.
 func (m *Store) ListSessions(ctx context.Context, q store.ListQuery) ([]store.Session, string, error) {
-	limit, err := checkQuery(q)
+	limit, err := store.CheckListQuery(q)
 	if err != nil {
 		return nil, "", fmt.Errorf("memstore: list sessions: %w", err)
 	}
@@ -330,35 +328,14 @@ func checkSession(s store.Session) (store.Session, error) {
 	return s, nil
 }
 
-func checkQuery(q store.ListQuery) (limit int, err error) {
-	if q.Owner == "" {
-		return 0, fmt.Errorf("%w: list query has no owner", store.ErrInvalid)
-	}
-	switch {
-	case q.Limit < 0:
-		return 0, fmt.Errorf("%w: negative list limit %d", store.ErrInvalid, q.Limit)
-	case q.Limit == 0:
-		return store.DefaultListLimit, nil
-	case q.Limit > store.MaxListLimit:
-		return store.MaxListLimit, nil
-	}
-	return q.Limit, nil
-}
-
 // checkEntries validates entries and returns copies the caller cannot alter.
 func checkEntries(entries []store.Entry) ([]store.Entry, error) {
+	if err := store.CheckEntries(entries); err != nil {
+		return nil, err
+	}
 	out := make([]store.Entry, len(entries))
 	at := now()
 	for i, e := range entries {
-		if len(e.ToolArgs) > 0 && !json.Valid(e.ToolArgs) {
-			return nil, fmt.Errorf("%w: entry %d: tool args are not JSON", store.ErrInvalid, i)
-		}
-		if len(e.ToolResult) > 0 && !json.Valid(e.ToolResult) {
-			return nil, fmt.Errorf("%w: entry %d: tool result is not JSON", store.ErrInvalid, i)
-		}
-		if e.TurnID > math.MaxInt64 || e.PromptID > math.MaxInt64 {
-			return nil, fmt.Errorf("%w: entry %d: turn id %d or prompt id %d is above %d", store.ErrInvalid, i, e.TurnID, e.PromptID, int64(math.MaxInt64))
-		}
 		if e.At.IsZero() {
 			e.At = at
 		}
@@ -384,18 +361,14 @@ func cloneJSON(b []byte) []byte {
 
 // checkKV validates entries and returns copies the caller cannot alter.
 func checkKV(entries []store.KV) ([]store.KV, error) {
+	if err := store.CheckKV(entries); err != nil {
+		return nil, err
+	}
 	out := make([]store.KV, len(entries))
 	for i, e := range entries {
-		switch {
-		case e.Key == "":
-			return nil, fmt.Errorf("%w: kv entry %d has no key", store.ErrInvalid, i)
-		case e.Rev > math.MaxInt64:
-			return nil, fmt.Errorf("%w: kv %q: rev %d is above %d", store.ErrInvalid, e.Key, e.Rev, int64(math.MaxInt64))
-		case e.Deleted:
+		if e.Deleted {
 			e.Value = nil
-		case !json.Valid(e.Value):
-			return nil, fmt.Errorf("%w: kv %q: value is not JSON", store.ErrInvalid, e.Key)
-		default:
+		} else {
 			e.Value = bytes.Clone(e.Value)
 		}
 		out[i] = e

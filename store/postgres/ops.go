@@ -157,7 +157,7 @@ func (s *Store) ListSessions(ctx context.Context, q store.ListQuery) ([]store.Se
 	if err := s.begin(ctx, op, ""); err != nil {
 		return nil, "", err
 	}
-	limit, err := checkQuery(q)
+	limit, err := store.CheckListQuery(q)
 	if err != nil {
 		return nil, "", s.fail(ctx, op, "", err)
 	}
@@ -216,7 +216,7 @@ func (s *Store) AppendTranscript(ctx context.Context, sessionID string, entries 
 	if err := store.CheckSessionID(sessionID); err != nil {
 		return s.fail(ctx, op, "", err)
 	}
-	if err := checkEntries(entries); err != nil {
+	if err := store.CheckEntries(entries); err != nil {
 		return s.fail(ctx, op, sessionID, err)
 	}
 	if len(entries) == 0 {
@@ -290,7 +290,7 @@ func (s *Store) PutKV(ctx context.Context, sessionID string, entries []store.KV)
 	if err := store.CheckSessionID(sessionID); err != nil {
 		return s.fail(ctx, op, "", err)
 	}
-	if err := checkKV(entries); err != nil {
+	if err := store.CheckKV(entries); err != nil {
 		return s.fail(ctx, op, sessionID, err)
 	}
 	if len(entries) == 0 {

@@ -122,7 +122,7 @@ func (s *Store) ListSessions(ctx context.Context, q store.ListQuery) ([]store.Se
 	if s.closed.Load() {
 		return nil, "", store.ErrClosed
 	}
-	limit, err := checkQuery(q)
+	limit, err := store.CheckListQuery(q)
 	if err != nil {
 		return nil, "", s.fail("list sessions", "", err)
 	}
@@ -180,7 +180,7 @@ func (s *Store) AppendTranscript(ctx context.Context, sessionID string, entries 
 	if err := store.CheckSessionID(sessionID); err != nil {
 		return s.fail(op, "", err)
 	}
-	if err := checkEntries(entries); err != nil {
+	if err := store.CheckEntries(entries); err != nil {
 		return s.fail(op, sessionID, err)
 	}
 	if len(entries) == 0 {
@@ -369,7 +369,7 @@ func (s *Store) PutKV(ctx context.Context, sessionID string, entries []store.KV)
 	if err := store.CheckSessionID(sessionID); err != nil {
 		return s.fail(op, "", err)
 	}
-	if err := checkKV(entries); err != nil {
+	if err := store.CheckKV(entries); err != nil {
 		return s.fail(op, sessionID, err)
 	}
 	if len(entries) == 0 {
