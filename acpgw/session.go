@@ -109,6 +109,7 @@ type sessionGateway struct {
 	subscribed bool
 	watching   bool
 	finished   bool
+	gone       bool // the session actor terminated; frames queued before that still count
 	cmds       []command
 	sending    bool
 	held       []*heldPrompt
@@ -220,14 +221,19 @@ func (g *sessionGateway) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		// A system message: it overtakes the frames the session sent before
 		// it stopped (the end of a turn, say) if they still wait in this
-		// mailbox. Handle it behind them, as a user message.
+		// mailbox. Handle it behind them, as a user message. Meanwhile the
+		// connection forgets this attachment, so that a prompt sent now
+		// (already queued here, or still to come) goes to a new one, which
+		// finds the session where it lives now (its node may have died).
+		g.gone = true
+		g.conn.detached(g.sessionID, g.entry)
 		ctx.Send(ctx.Self(), sessionGone{})
 	case sessionGone:
 		if !g.finished {
 			g.finish(ctx, "the session went away")
 		}
 	case *promptRequest:
-		if g.finished {
+		if g.finished || g.gone {
 			// Sent just as this attachment ended (the session slept or
 			// went away): a new attachment takes it, or refuses it.
 			a := g.conn.attach(g.sessionID, g.agent, false)
