@@ -58,14 +58,11 @@ func New(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.SessionsActive, m.SessionsCreated, m.Clients, m.Frames, m.Subscriptions,
 			m.SlowConsumerCuts, m.AgentRestarts, m.AgentExits, m.JSONLErrors, m.Commands, m.Prompts, m.RateLimited)
 		// The warm goroutines that run actor mailboxes (shared by every
-		// runtime in the process): busy ones are running a mailbox now.
+		// runtime in the process).
 		reg.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "surfaced_dispatch_workers", Help: "Goroutines of the actor dispatcher pool, idle or running a mailbox.",
 			}, func() float64 { return float64(dispatch.Shared.Stats().Live) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "surfaced_dispatch_workers_idle", Help: "Goroutines of the actor dispatcher pool waiting for a mailbox.",
-			}, func() float64 { return float64(dispatch.Shared.Stats().Idle) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name: "surfaced_dispatch_workers_started_total", Help: "Goroutines the actor dispatcher pool has started (a cold start each).",
 			}, func() float64 { return float64(dispatch.Shared.Stats().Started) }),

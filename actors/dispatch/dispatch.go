@@ -24,21 +24,20 @@ type Pool struct {
 	idle       time.Duration
 	work       chan func() // unbuffered: a send succeeds only to a waiting worker
 
+	// Changed only when a worker starts or exits, never per mailbox run.
 	started atomic.Int64 // workers ever started
 	live    atomic.Int64 // workers running or idle now
-	idleNow atomic.Int64 // workers waiting for work now
 }
 
 // Stats is a snapshot of a pool's workers.
 type Stats struct {
 	Started int64 // workers started since the pool was made
 	Live    int64 // workers alive now (running a mailbox or idle)
-	Idle    int64 // workers waiting for work now
 }
 
 // Stats reports the pool's workers.
 func (p *Pool) Stats() Stats {
-	return Stats{Started: p.started.Load(), Live: p.live.Load(), Idle: p.idleNow.Load()}
+	return Stats{Started: p.started.Load(), Live: p.live.Load()}
 }
 
 var _ actor.Dispatcher = (*Pool)(nil)
@@ -67,12 +66,20 @@ var option = func() actor.PropsOption {
 
 // Schedule runs fn on an idle worker, or on a new one when none is idle.
 func (p *Pool) Schedule(fn func()) {
-	select {
-	case p.work <- fn:
-	default:
+	if !p.handoff(fn) {
 		p.started.Add(1)
 		p.live.Add(1)
 		go p.worker(fn)
+	}
+}
+
+// handoff gives fn to a worker waiting for work, if one is.
+func (p *Pool) handoff(fn func()) bool {
+	select {
+	case p.work <- fn:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -85,14 +92,11 @@ func (p *Pool) worker(fn func()) {
 	t := time.NewTimer(p.idle)
 	defer t.Stop()
 	for {
-		p.idleNow.Add(1)
 		select {
 		case fn := <-p.work:
-			p.idleNow.Add(-1)
 			fn()
 			t.Reset(p.idle)
 		case <-t.C:
-			p.idleNow.Add(-1)
 			return
 		}
 	}
