@@ -1,7 +1,8 @@
 package inspect
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -79,23 +80,20 @@ func (v *histogramVec) Describe(ch chan<- *prometheus.Desc) { ch <- v.desc }
 // Collect implements prometheus.Collector.
 func (v *histogramVec) Collect(ch chan<- prometheus.Metric) {
 	v.mu.Lock()
-	kinds := make([]string, 0, len(v.kinds))
-	for k := range v.kinds {
-		kinds = append(kinds, k)
+	kinds := slices.Sorted(maps.Keys(v.kinds))
+	hs := make([]*histogram, len(kinds))
+	for i, k := range kinds {
+		hs[i] = v.kinds[k]
 	}
 	v.mu.Unlock()
-	sort.Strings(kinds)
-	for _, k := range kinds {
-		v.mu.Lock()
-		h := v.kinds[k]
-		v.mu.Unlock()
+	for i, h := range hs {
 		buckets := make(map[float64]uint64, len(v.bounds))
 		var cum uint64
-		for i, b := range v.bounds {
-			cum += h.counts[i].Load()
+		for j, b := range v.bounds {
+			cum += h.counts[j].Load()
 			buckets[float64(b)/v.unit] = cum
 		}
 		cum += h.counts[len(v.bounds)].Load()
-		ch <- prometheus.MustNewConstHistogram(v.desc, cum, float64(h.sum.Load())/v.unit, buckets, k)
+		ch <- prometheus.MustNewConstHistogram(v.desc, cum, float64(h.sum.Load())/v.unit, buckets, kinds[i])
 	}
 }
