@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -473,110 +474,102 @@ type stopNow struct{}
 // Frames
 
 func (g *sessionGateway) frame(f *pb.Frame) {
-	switch f.GetKind() {
-	case session.KindChat:
-		var c chatChunk
-		if err := json.Unmarshal(f.GetData(), &c); err != nil {
-			g.srv.log.Warn("acp: chat frame not understood", "session", g.sessionID, "err", err)
-			return
-		}
-		g.chat(&c)
-	case session.KindUIRequest:
-		var r uiRequest
-		if json.Unmarshal(f.GetData(), &r) == nil {
-			g.ui(&r)
-		}
+	switch e := f.GetEvent().GetEvent().(type) {
+	case *pb.Event_Chat:
+		g.chat(e.Chat)
+	case *pb.Event_UiRequest:
+		g.ui(e.UiRequest)
 	}
 }
 
-func (g *sessionGateway) chat(c *chatChunk) {
-	switch c.Type {
-	case "data-user-message":
-		var um userMessage
-		if json.Unmarshal(c.Data, &um) != nil {
-			return
-		}
+// chat renders one chat event as ACP session/update notifications and
+// keeps the turn's bookkeeping (held prompts, the failure text).
+func (g *sessionGateway) chat(c *pb.ChatEvent) {
+	switch e := c.GetChunk().(type) {
+	case *pb.ChatEvent_UserMessage:
+		um := e.UserMessage
 		for _, h := range g.held {
-			if h.tag == um.Tag {
-				h.promptID = um.PromptID
+			if h.tag == um.GetTag() {
+				h.promptID = um.GetPromptId()
 				return // the editor shows its own prompt already
 			}
 		}
-		if um.Tag != "" && len(um.Tag) > len(g.tagPrefix) && um.Tag[:len(g.tagPrefix)] == g.tagPrefix {
+		if strings.HasPrefix(um.GetTag(), g.tagPrefix) {
 			return
 		}
 		// Someone else's prompt (a browser, another editor): show it.
-		g.update(acp.UpdateUserMessageText(um.Text))
-	case "start":
+		g.update(acp.UpdateUserMessageText(um.GetText()))
+	case *pb.ChatEvent_TurnStart:
 		g.turnError = ""
-		g.turnPrompts = nil
-		if c.MessageMetadata != nil {
-			g.turnPrompts = c.MessageMetadata.PromptIDs
+		g.turnPrompts = e.TurnStart.GetPromptIds()
+	case *pb.ChatEvent_PartDelta:
+		d := e.PartDelta
+		if d.GetDelta() == "" {
+			return
 		}
-	case "text-delta":
-		if c.Delta != "" {
-			g.update(acp.UpdateAgentMessageText(c.Delta))
+		if d.GetKind() == pb.PartKind_PART_KIND_REASONING {
+			g.update(acp.UpdateAgentThoughtText(d.GetDelta()))
+		} else {
+			g.update(acp.UpdateAgentMessageText(d.GetDelta()))
 		}
-	case "reasoning-delta":
-		if c.Delta != "" {
-			g.update(acp.UpdateAgentThoughtText(c.Delta))
-		}
-	case "tool-input-available":
-		g.tools[c.ToolCallID] = c.ToolName
-		opts := []acp.ToolCallStartOpt{acp.WithStartKind(kindOf(c.ToolName)), acp.WithStartStatus(acp.ToolCallStatusInProgress)}
+	case *pb.ChatEvent_ToolInput:
+		t := e.ToolInput
+		g.tools[t.GetToolCallId()] = t.GetToolName()
+		opts := []acp.ToolCallStartOpt{acp.WithStartKind(kindOf(t.GetToolName())), acp.WithStartStatus(acp.ToolCallStatusInProgress)}
 		if g.payloads {
-			if v := rawValue(c.Input); v != nil {
+			if v := rawValue(t.GetInput()); v != nil {
 				opts = append(opts, acp.WithStartRawInput(v))
 			}
 		}
-		title := c.ToolName
+		title := t.GetToolName()
 		if title == "" {
 			title = "tool"
 		}
-		g.update(acp.StartToolCall(acp.ToolCallId(c.ToolCallID), title, opts...))
-	case "tool-output-available":
-		if c.Preliminary {
+		g.update(acp.StartToolCall(acp.ToolCallId(t.GetToolCallId()), title, opts...))
+	case *pb.ChatEvent_ToolOutput:
+		t := e.ToolOutput
+		id := acp.ToolCallId(t.GetToolCallId())
+		if t.GetPreliminary() {
 			opts := []acp.ToolCallUpdateOpt{acp.WithUpdateStatus(acp.ToolCallStatusInProgress)}
 			if g.payloads {
-				if content := textContent(toolResultText(c.Output)); content != nil {
+				if content := textContent(toolResultText(t.GetOutput())); content != nil {
 					opts = append(opts, acp.WithUpdateContent(content))
 				}
 			}
-			g.update(acp.UpdateToolCall(acp.ToolCallId(c.ToolCallID), opts...))
+			g.update(acp.UpdateToolCall(id, opts...))
 			return
 		}
-		delete(g.tools, c.ToolCallID)
+		delete(g.tools, t.GetToolCallId())
 		opts := []acp.ToolCallUpdateOpt{acp.WithUpdateStatus(acp.ToolCallStatusCompleted)}
 		if g.payloads {
-			if v := rawValue(c.Output); v != nil {
+			if v := rawValue(t.GetOutput()); v != nil {
 				opts = append(opts, acp.WithUpdateRawOutput(v))
 			}
-			if content := textContent(toolResultText(c.Output)); content != nil {
+			if content := textContent(toolResultText(t.GetOutput())); content != nil {
 				opts = append(opts, acp.WithUpdateContent(content))
 			}
 		}
-		g.update(acp.UpdateToolCall(acp.ToolCallId(c.ToolCallID), opts...))
-	case "tool-output-error":
-		delete(g.tools, c.ToolCallID)
+		g.update(acp.UpdateToolCall(id, opts...))
+	case *pb.ChatEvent_ToolError:
+		t := e.ToolError
+		delete(g.tools, t.GetToolCallId())
 		opts := []acp.ToolCallUpdateOpt{acp.WithUpdateStatus(acp.ToolCallStatusFailed),
-			acp.WithUpdateContent(textContent(failedText(c, g.payloads)))}
+			acp.WithUpdateContent(textContent(failedText(t, g.payloads)))}
 		if g.payloads {
-			if v := rawValue(c.Output); v != nil {
+			if v := rawValue(t.GetOutput()); v != nil {
 				opts = append(opts, acp.WithUpdateRawOutput(v))
 			}
 		}
-		g.update(acp.UpdateToolCall(acp.ToolCallId(c.ToolCallID), opts...))
-	case "error":
-		g.turnError = c.ErrorText
+		g.update(acp.UpdateToolCall(acp.ToolCallId(t.GetToolCallId()), opts...))
+	case *pb.ChatEvent_TurnError:
+		g.turnError = e.TurnError.GetErrorText()
 		// The editor shows why the turn failed in the conversation, once: the
 		// answer to the prompt is then the bare -32603.
-		if c.ErrorText != "" {
-			g.update(acp.UpdateAgentMessageText("\n\n⚠ " + c.ErrorText))
+		if g.turnError != "" {
+			g.update(acp.UpdateAgentMessageText("\n\n⚠ " + g.turnError))
 		}
-	case "finish":
-		if c.MessageMetadata != nil {
-			g.turnEnded(c.MessageMetadata.PromptIDs, c.MessageMetadata.StopReason)
-		}
+	case *pb.ChatEvent_TurnFinish:
+		g.turnEnded(e.TurnFinish.GetPromptIds(), e.TurnFinish.GetStopReason())
 	}
 }
 
@@ -606,7 +599,12 @@ func (g *sessionGateway) turnEnded(promptIDs []uint64, stop string) {
 // ---------------------------------------------------------------------------
 // Dialogs
 
-func (g *sessionGateway) ui(r *uiRequest) {
+func (g *sessionGateway) ui(ev *pb.UIRequestEvent) {
+	r := struct {
+		ID, Method, Title, Message string
+		Options                   []string
+		Resolved                  bool
+	}{ev.GetId(), ev.GetMethod(), ev.GetTitle(), ev.GetMessage(), ev.GetOptions(), ev.GetResolved()}
 	if r.Resolved {
 		if d := g.dialogs[r.ID]; d != nil {
 			delete(g.dialogs, r.ID)

@@ -9,47 +9,6 @@ import (
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
-// chatChunk is one chat frame's data (an AI SDK v5 UI message chunk as the
-// session actor emits it; docs/http-api.md). Only what ACP needs is read.
-type chatChunk struct {
-	Type        string          `json:"type"`
-	Delta       string          `json:"delta"`
-	ToolCallID  string          `json:"toolCallId"`
-	ToolName    string          `json:"toolName"`
-	Input       json.RawMessage `json:"input"`
-	Output      json.RawMessage `json:"output"`
-	Preliminary bool            `json:"preliminary"`
-	ErrorText   string          `json:"errorText"`
-	// ErrorCode is read when the session gives one (a failed tool call's
-	// class); withheld payloads show only it.
-	ErrorCode       string          `json:"errorCode"`
-	Data            json.RawMessage `json:"data"`
-	MessageMetadata *struct {
-		TurnID     uint64   `json:"turnId"`
-		PromptIDs  []uint64 `json:"promptIds"`
-		StopReason string   `json:"stopReason"`
-	} `json:"messageMetadata"`
-}
-
-// userMessage is the data of a data-user-message chunk.
-type userMessage struct {
-	PromptID uint64 `json:"promptId"`
-	Text     string `json:"text"`
-	Via      string `json:"via"`
-	Tag      string `json:"tag"`
-	Queued   bool   `json:"queued"`
-}
-
-// uiRequest is a ui-request frame's data (the agent's extension_ui_request).
-type uiRequest struct {
-	ID       string   `json:"id"`
-	Method   string   `json:"method"`
-	Title    string   `json:"title"`
-	Message  string   `json:"message"`
-	Options  []string `json:"options"`
-	Resolved bool     `json:"resolved"`
-}
-
 // kindOf maps a tool name to an ACP tool kind.
 func kindOf(toolName string) acp.ToolKind {
 	switch strings.ToLower(toolName) {
@@ -110,12 +69,12 @@ func rawValue(raw json.RawMessage) any {
 
 // failedText is what a failed tool call shows: its error text with
 // payloads, only its class (or a plain sentence) without.
-func failedText(c *chatChunk, payloads bool) string {
-	if payloads && c.ErrorText != "" {
-		return c.ErrorText
+func failedText(e *pb.ToolError, payloads bool) string {
+	if payloads && e.GetErrorText() != "" {
+		return e.GetErrorText()
 	}
-	if c.ErrorCode != "" {
-		return "The tool call failed (" + c.ErrorCode + ")."
+	if e.GetErrorCode() != "" {
+		return "The tool call failed (" + e.GetErrorCode() + ")."
 	}
 	return "The tool call failed."
 }

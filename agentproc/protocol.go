@@ -151,3 +151,19 @@ type SurfaceRegisterResult struct {
 	OK     bool       `json:"ok"`
 	Error  *ErrorBody `json:"error,omitempty"`
 }
+
+// ValidCode reports whether code is a machine-readable error code as the
+// protocol writes them: 1 to 64 bytes of lower-case letters, digits and
+// underscores, starting with a letter (e.g. surface_not_registered).
+func ValidCode(code string) bool {
+	if code == "" || len(code) > 64 || code[0] < 'a' || code[0] > 'z' {
+		return false
+	}
+	for i := 0; i < len(code); i++ {
+		c := code[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
+}

@@ -51,7 +51,7 @@ func (q *outbound) push(fs []*pb.Frame, final bool) bool {
 	}
 	for _, f := range fs {
 		q.frames = append(q.frames, f)
-		q.bytes += len(f.Data) + len(f.Id) + len(f.Kind) + 24
+		q.bytes += int(f.Size) + len(f.Id) + 24
 	}
 	if final {
 		q.final = true

@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/surfaced/surfaced/internal/testkit"
+	"github.com/surfaced/surfaced/internal/wire"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -28,7 +29,13 @@ func TestClientGetsFramesQueuedBeforeTheSessionStopped(t *testing.T) {
 			ctx.Request(client, m) // as the session does: the client learns the sender and watches it
 		}
 	}))
-	frame := func(id, kind string) *pb.Frame { return &pb.Frame{Id: id, Kind: kind, Data: []byte(`{}`)} }
+	frame := func(id, kind string) *pb.Frame {
+		ev := pb.DiagnosticOf("test", "")
+		if kind == "end" {
+			ev = pb.EndOf("stopped")
+		}
+		return &pb.Frame{Id: id, Event: ev}
+	}
 	go func() {
 		for m := range send {
 			sys.Root.Send(sess, m)
@@ -53,7 +60,7 @@ func TestClientGetsFramesQueuedBeforeTheSessionStopped(t *testing.T) {
 	waitUntil(t, func() bool { _, _, _, cut := q.peek(); return cut != "" || q.isFinal() })
 	time.Sleep(50 * time.Millisecond)
 	frames, _, final, cut := q.peek()
-	if len(frames) != 2 || frames[1].GetKind() != "end" || !final || cut != "" {
+	if len(frames) != 2 || wire.Kind(frames[1].GetEvent()) != "end" || !final || cut != "" {
 		t.Fatalf("queued %d frames, final %v, cut %q; want the end frame delivered and no cut", len(frames), final, cut)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/internal/wire"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -50,6 +51,7 @@ func (s *Server) events(c echo.Context) error {
 	shutdown := s.shutdown
 	buf := make([]*pb.Frame, 0, 64)
 	var line bytes.Buffer
+	var data []byte
 	for {
 		select {
 		case <-st.q.wake:
@@ -58,7 +60,8 @@ func (s *Server) events(c echo.Context) error {
 			_ = rc.SetWriteDeadline(time.Now().Add(s.lim.QueueAge))
 			for _, f := range frames {
 				line.Reset()
-				writeSSE(&line, f.Kind, f.Id, f.Data)
+				data = wire.AppendData(data[:0], f.Event)
+				writeSSE(&line, wire.Kind(f.Event), f.Id, data)
 				if _, err := w.Write(line.Bytes()); err != nil {
 					return nil
 				}

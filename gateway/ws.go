@@ -15,6 +15,7 @@ import (
 
 	"github.com/surfaced/surfaced/actors/session"
 	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/internal/wire"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -76,6 +77,7 @@ func (s *Server) websocket(c echo.Context) error {
 	shutdown := s.shutdown
 	buf := make([]*pb.Frame, 0, 64)
 	var msg bytes.Buffer
+	var data []byte
 	write := func(b []byte) bool {
 		_ = conn.SetWriteDeadline(time.Now().Add(s.lim.QueueAge))
 		return conn.WriteMessage(websocket.TextMessage, b) == nil
@@ -90,7 +92,8 @@ func (s *Server) websocket(c echo.Context) error {
 			buf = frames[:0]
 			for _, f := range frames {
 				msg.Reset()
-				writeWSFrame(&msg, f.Kind, f.Id, f.Data)
+				data = wire.AppendData(data[:0], f.Event)
+				writeWSFrame(&msg, wire.Kind(f.Event), f.Id, data)
 				if !write(msg.Bytes()) {
 					return nil
 				}

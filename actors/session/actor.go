@@ -11,11 +11,13 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
+	"google.golang.org/protobuf/proto"
 
 	agentactor "github.com/surfaced/surfaced/actors/agentproc"
 	"github.com/surfaced/surfaced/actors/dispatch"
 	"github.com/surfaced/surfaced/actors/surface"
 	proc "github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/internal/wire"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -28,17 +30,6 @@ const (
 	StatusEnded    = "ended"
 	// StatusIdle is stored (never streamed) for a session with no live agent.
 	StatusIdle = "idle"
-)
-
-// Frame kinds.
-const (
-	KindState      = "state"
-	KindChat       = "chat"
-	KindSession    = "session"
-	KindUIRequest  = "ui-request"
-	KindDiagnostic = "diagnostic"
-	KindResync     = "resync"
-	KindEnd        = "end"
 )
 
 // Session-level error codes (the request was refused; not a command outcome).
@@ -291,7 +282,7 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 			if m.GetCode() == "line_too_long" {
 				code = "line_too_long"
 			}
-			s.emit(KindDiagnostic, jsonOf(map[string]string{"code": code, "message": "agent line dropped: " + m.GetMessage()}), "")
+			s.emit(pb.DiagnosticOf(code, "agent line dropped: "+m.GetMessage()), "")
 		}
 	case *pb.AgentExited:
 		if m.GetIncarnation() == s.incarnation {
@@ -374,7 +365,7 @@ func (s *sessionActor) started(ctx actor.Context) {
 	sort.Slice(kvs, func(i, j int) bool { return kvs[i].Key < kvs[j].Key })
 	for _, e := range kvs {
 		s.kv[e.Key] = &kvEntry{value: e.Value, rev: e.Rev, deleted: e.Deleted}
-		s.flog.setSticky("state:"+e.Key, s.flog.Append(KindState, stateFrame(e.Key, e.Value, e.Rev, e.Deleted), ""))
+		s.flog.setSticky("state:"+e.Key, s.flog.Append(pb.StateOf(e.Key, e.Value, e.Rev, e.Deleted), ""))
 	}
 
 	if s.rec.Status == StatusEnded {
@@ -570,7 +561,7 @@ func (s *sessionActor) agentExited(ctx actor.Context, m *pb.AgentExited) {
 	how := describeExit(m)
 	s.log.Warn("agent exited", "how", how, "ready", wasReady, "stderr_tail", m.GetStderrTail())
 	if s.turn != nil {
-		s.emitChat(map[string]any{"type": "error", "errorText": "The agent stopped during the turn (" + how + ")."})
+		s.emitChat(&pb.ChatEvent_TurnError{TurnError: &pb.TurnError{ErrorText: "The agent stopped during the turn (" + how + ")."}})
 		s.endTurn(ctx, "error", "")
 	}
 	switch {
@@ -670,7 +661,7 @@ func (s *sessionActor) closeTurnAndInbox(ctx actor.Context, why string) {
 }
 
 func (s *sessionActor) emitEnd(reason string) {
-	s.emit(KindEnd, jsonOf(map[string]string{"reason": reason}), "")
+	s.emit(pb.EndOf(reason), "")
 	s.final = true
 }
 
@@ -761,9 +752,9 @@ func (s *sessionActor) terminated(ctx actor.Context, m *actor.Terminated) {
 
 // emit appends a frame to the log; flush sends what was emitted during this
 // message to every subscriber in one batch.
-func (s *sessionActor) emit(kind string, data []byte, stickyKey string) *pb.Frame {
-	f := s.flog.Append(kind, data, stickyKey)
-	s.deps.Metrics.Frame(kind)
+func (s *sessionActor) emit(ev *pb.Event, stickyKey string) *pb.Frame {
+	f := s.flog.Append(ev, stickyKey)
+	s.deps.Metrics.Frame(wire.Kind(ev))
 	s.outbox = append(s.outbox, f)
 	return f
 }
@@ -810,8 +801,8 @@ func (s *sessionActor) subscribe(ctx actor.Context, m *pb.Subscribe) {
 	frames, mode := s.flog.Since(m.GetLastEventId())
 	if mode == ModeResync {
 		id := s.flog.ID(s.flog.head)
-		resync := &pb.Frame{Kind: KindResync, Seq: s.flog.head, Id: id,
-			Data: jsonOf(map[string]string{"reason": resyncReason(m.GetLastEventId(), s.flog)})}
+		ev := pb.ResyncOf(resyncReason(m.GetLastEventId(), s.flog))
+		resync := &pb.Frame{Seq: s.flog.head, Id: id, Event: ev, Size: uint32(proto.Size(ev))}
 		frames = append([]*pb.Frame{resync}, s.flog.Sticky()...)
 	}
 	s.deps.Metrics.Subscribed(mode)
@@ -832,21 +823,8 @@ func resyncReason(last string, l *frameLog) string {
 }
 
 func (s *sessionActor) emitStatus() {
-	s.emit(KindSession, s.statusFrame(), "session")
-}
-
-func (s *sessionActor) statusFrame() []byte {
-	type status struct {
-		Status string `json:"status"`
-		Busy   bool   `json:"busy"`
-		Code   string `json:"code,omitempty"`
-		Detail string `json:"detail,omitempty"`
-		Title  string `json:"title,omitempty"`
-		Queued int    `json:"queued"`
-		// Images: prompts may carry images (the agent's model takes them).
-		Images bool `json:"images"`
-	}
-	return jsonOf(status{Status: s.status, Busy: s.turn != nil, Code: s.code, Detail: s.detail, Title: s.rec.Title, Queued: len(s.inbox), Images: s.images})
+	s.emit(pb.StatusOf(&pb.StatusEvent{Status: s.status, Busy: s.turn != nil, Code: s.code, Detail: s.detail,
+		Title: s.rec.Title, Queued: uint32(len(s.inbox)), Images: s.images}), "session")
 }
 
 func (s *sessionActor) setStatus(status, code, detail string) {
@@ -865,7 +843,7 @@ func (s *sessionActor) persistStatus() {
 
 func (s *sessionActor) diagnostic(code, message string) {
 	s.log.Warn("diagnostic", "code", code, "message", message)
-	s.emit(KindDiagnostic, jsonOf(map[string]string{"code": code, "message": message}), "")
+	s.emit(pb.DiagnosticOf(code, message), "")
 }
 
 func (s *sessionActor) summary() *pb.SessionSummary {
@@ -899,25 +877,4 @@ func (s *sessionActor) surfaceInfos() []*pb.SurfaceInfo {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Domain < out[j].Domain })
 	return out
-}
-
-func jsonOf(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("session: frame not marshalable: " + err.Error())
-	}
-	return b
-}
-
-func stateFrame(key string, value json.RawMessage, rev uint64, deleted bool) []byte {
-	type state struct {
-		Key     string          `json:"key"`
-		Value   json.RawMessage `json:"value,omitempty"`
-		Rev     uint64          `json:"rev"`
-		Deleted bool            `json:"deleted,omitempty"`
-	}
-	if deleted {
-		value = nil
-	}
-	return jsonOf(state{Key: key, Value: value, Rev: rev, Deleted: deleted})
 }

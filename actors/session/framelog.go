@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -54,18 +56,18 @@ func newFrameLog(epoch string, maxFrames, maxBytes int) *frameLog {
 	return &frameLog{epoch: epoch, maxFrames: maxFrames, maxBytes: maxBytes, sticky: map[string]int{}}
 }
 
-func frameSize(f *pb.Frame) int { return len(f.Data) + len(f.Kind) + len(f.Id) + 48 }
+func frameSize(f *pb.Frame) int { return int(f.Size) + len(f.Id) + 48 }
 
 // ID formats an SSE id of this log.
 func (l *frameLog) ID(seq uint64) string {
 	return l.epoch + "-" + strconv.FormatUint(seq, 10)
 }
 
-// Append assigns the next seq to a frame and keeps it in the window. A
-// non-empty stickyKey makes it the key's last frame.
-func (l *frameLog) Append(kind string, data []byte, stickyKey string) *pb.Frame {
+// Append assigns the next seq to an event's frame and keeps it in the
+// window. A non-empty stickyKey makes it the key's last frame.
+func (l *frameLog) Append(ev *pb.Event, stickyKey string) *pb.Frame {
 	l.head++
-	f := &pb.Frame{Kind: kind, Seq: l.head, Id: l.ID(l.head), Data: data}
+	f := &pb.Frame{Seq: l.head, Id: l.ID(l.head), Event: ev, Size: uint32(proto.Size(ev))}
 	l.ring = append(l.ring, f)
 	l.bytes += frameSize(f)
 	for n := len(l.ring) - l.start; n > 1 && (n > l.maxFrames || l.bytes > l.maxBytes); n-- {
@@ -126,7 +128,7 @@ func (l *frameLog) Sticky() []*pb.Frame {
 		if e.frame == nil {
 			continue
 		}
-		out = append(out, &pb.Frame{Kind: e.frame.Kind, Seq: l.head, Id: id, Data: e.frame.Data})
+		out = append(out, &pb.Frame{Seq: l.head, Id: id, Event: e.frame.Event, Size: e.frame.Size})
 	}
 	return out
 }

@@ -217,7 +217,7 @@ func (s *sessionActor) kvPersisted(ctx actor.Context, m *kvPersisted) {
 			break
 		}
 		n++
-		s.emit(KindState, stateFrame(w.key, w.value, w.rev, w.deleted), "state:"+w.key)
+		s.emit(pb.StateOf(w.key, w.value, w.rev, w.deleted), "state:"+w.key)
 		if w.sender != nil {
 			ctx.Send(w.sender, &pb.SetStateResult{Ok: true, Rev: w.rev})
 		}
@@ -244,7 +244,7 @@ func (s *sessionActor) stateCommitted(ctx actor.Context, m *pb.StateCommitted) {
 	if d, ok := s.domains[strings.TrimPrefix(key, proc.SurfaceKeyPrefix)]; ok {
 		d.rev = m.GetRev()
 	}
-	s.emit(KindState, stateFrame(key, e.value, e.rev, e.deleted), "state:"+key)
+	s.emit(pb.StateOf(key, e.value, e.rev, e.deleted), "state:"+key)
 }
 
 func (s *sessionActor) getState(ctx actor.Context, m *pb.GetState) {

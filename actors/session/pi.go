@@ -3,7 +3,6 @@ package session
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -69,7 +68,7 @@ func (u *messageUpdateLine) event() *proc.AssistantMessageEvent {
 // newTurn makes the next turn the current one.
 func (s *sessionActor) newTurn() *turn {
 	s.turnID++
-	return &turn{id: s.turnID, started: time.Now(), open: map[string]bool{}, tools: map[string]json.RawMessage{}}
+	return &turn{id: s.turnID, started: time.Now(), open: map[string]pb.PartKind{}, tools: map[string]json.RawMessage{}}
 }
 
 // startAgentTurn opens a turn for a run the agent started on its own (an
@@ -80,8 +79,7 @@ func (s *sessionActor) startAgentTurn(ctx actor.Context) *turn {
 	t := s.newTurn()
 	s.turn = t
 	s.emitStatus()
-	s.emitChat(map[string]any{"type": "start", "messageId": "turn-" + strconv.FormatUint(t.id, 10),
-		"messageMetadata": map[string]any{"turnId": t.id, "promptIds": []uint64{}}})
+	s.emitChat(turnStart(t.id, nil))
 	s.log.Info("turn started by the agent", "turn", t.id)
 	return t
 }
@@ -174,7 +172,7 @@ func modelError(msg string, retries int) string {
 // emitAgentEvent passes an agent event clients may show (retries,
 // compaction, queue, extension errors) as a transient data chunk.
 func (s *sessionActor) emitAgentEvent(line []byte) {
-	s.emitChat(map[string]any{"type": "data-agent-event", "data": json.RawMessage(line), "transient": true})
+	s.emitChat(&pb.ChatEvent_AgentNotice{AgentNotice: &pb.AgentNotice{Line: line}})
 }
 
 // probeModel asks a plain pi agent for its state: the model tells whether

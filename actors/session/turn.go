@@ -11,6 +11,7 @@ import (
 
 	"github.com/surfaced/surfaced/actors/surface"
 	proc "github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/internal/wire"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -51,11 +52,11 @@ type turn struct {
 
 	// Streaming parts of the assistant message in progress.
 	lastPart  string // partID's memo
-	lastKind  string
+	lastKind  pb.PartKind
 	lastIndex int
 	lastMsg   int
 	msgN      int
-	open      map[string]bool // part ids open (text-start without text-end)
+	open      map[string]pb.PartKind // part ids open (text-start without text-end)
 	text      strings.Builder
 	thinking  strings.Builder
 	lastStop  string
@@ -97,16 +98,8 @@ func (s *sessionActor) prompt(ctx actor.Context, m *pb.Prompt) {
 	willQueue := s.turn != nil || !s.ready || len(s.inbox) > 0
 	s.inbox = append(s.inbox, q)
 	s.deps.Metrics.Prompt()
-	type userMsg struct {
-		PromptID uint64 `json:"promptId"`
-		Text     string `json:"text"`
-		Via      string `json:"via,omitempty"`
-		Tag      string `json:"tag,omitempty"`
-		Queued   bool   `json:"queued"`
-		Images   int    `json:"images,omitempty"`
-	}
-	s.emitChat(map[string]any{"type": "data-user-message", "data": userMsg{
-		PromptID: q.id, Text: q.text, Via: q.via, Tag: q.tag, Queued: willQueue, Images: len(q.images)}})
+	s.emitChat(&pb.ChatEvent_UserMessage{UserMessage: &pb.UserMessage{
+		PromptId: q.id, Text: q.text, Via: q.via, Tag: q.tag, Queued: willQueue, Images: uint32(len(q.images))}})
 	ctx.Respond(&pb.PromptResult{Accepted: true, Queued: willQueue, PromptId: q.id})
 	if willQueue {
 		s.emitStatus() // queued count changed
@@ -138,8 +131,7 @@ func (s *sessionActor) maybeStartTurn(ctx actor.Context) {
 	s.appendTranscript(entries)
 	t.reqID = s.reqID("prompt")
 	s.emitStatus()
-	s.emitChat(map[string]any{"type": "start", "messageId": "turn-" + strconv.FormatUint(t.id, 10),
-		"messageMetadata": map[string]any{"turnId": t.id, "promptIds": t.promptIDs}})
+	s.emitChat(turnStart(t.id, t.promptIDs))
 	s.send(ctx, proc.PromptCommand{ID: t.reqID, Type: proc.CmdPrompt, Message: strings.Join(texts, "\n\n"), Images: images}, true)
 	s.log.Info("turn started", "turn", t.id, "prompts", len(batch))
 }
@@ -163,14 +155,13 @@ func (s *sessionActor) endTurn(ctx actor.Context, stopReason, errorText string) 
 	s.emitStatus()
 	switch stopReason {
 	case "cancelled":
-		s.emitChat(map[string]any{"type": "abort"})
+		s.emitChat(&pb.ChatEvent_TurnAbort{TurnAbort: &pb.TurnAbort{}})
 	case "error":
 		if errorText != "" {
-			s.emitChat(map[string]any{"type": "error", "errorText": errorText})
+			s.emitChat(&pb.ChatEvent_TurnError{TurnError: &pb.TurnError{ErrorText: errorText}})
 		}
 	}
-	s.emitChat(map[string]any{"type": "finish", "messageMetadata": map[string]any{
-		"turnId": t.id, "promptIds": t.promptIDs, "stopReason": stopReason}})
+	s.emitChat(&pb.ChatEvent_TurnFinish{TurnFinish: &pb.TurnFinish{TurnId: t.id, PromptIds: t.promptIDs, StopReason: stopReason}})
 	s.log.Info("turn ended", "turn", t.id, "stop", stopReason, "took", time.Since(t.started).Round(time.Millisecond))
 	s.maybeStartTurn(ctx)
 	s.armIdle(ctx)
@@ -188,11 +179,9 @@ func (s *sessionActor) failInbox(ctx actor.Context, why string) {
 	for _, q := range batch {
 		ids = append(ids, q.id)
 	}
-	s.emitChat(map[string]any{"type": "start", "messageId": "turn-" + strconv.FormatUint(s.turnID, 10),
-		"messageMetadata": map[string]any{"turnId": s.turnID, "promptIds": ids}})
-	s.emitChat(map[string]any{"type": "error", "errorText": "The message was not answered: " + why + "."})
-	s.emitChat(map[string]any{"type": "finish", "messageMetadata": map[string]any{
-		"turnId": s.turnID, "promptIds": ids, "stopReason": "cancelled"}})
+	s.emitChat(turnStart(s.turnID, ids))
+	s.emitChat(&pb.ChatEvent_TurnError{TurnError: &pb.TurnError{ErrorText: "The message was not answered: " + why + "."}})
+	s.emitChat(&pb.ChatEvent_TurnFinish{TurnFinish: &pb.TurnFinish{TurnId: s.turnID, PromptIds: ids, StopReason: "cancelled"}})
 	s.emitStatus()
 }
 
@@ -220,8 +209,13 @@ func (s *sessionActor) abort(ctx actor.Context, m *pb.Abort) {
 	ctx.Respond(&pb.AbortResult{Ok: true, WasBusy: true})
 }
 
-func (s *sessionActor) emitChat(chunk any) {
-	s.emit(KindChat, jsonOf(chunk), "")
+// emitChat emits one chat chunk (a *pb.ChatEvent_… value).
+func (s *sessionActor) emitChat(chunk pb.ChatChunk) {
+	s.emit(pb.ChatOf(chunk), "")
+}
+
+func turnStart(id uint64, promptIDs []uint64) *pb.ChatEvent_TurnStart {
+	return &pb.ChatEvent_TurnStart{TurnStart: &pb.TurnStart{TurnId: id, PromptIds: promptIDs, MessageId: wire.MessageID(id)}}
 }
 
 // ---------------------------------------------------------------------------
@@ -391,12 +385,12 @@ func (s *sessionActor) agentEvent(ctx actor.Context, typ string, line []byte) {
 		}
 	case proc.EventTurnStart:
 		if t != nil {
-			s.emitChat(map[string]any{"type": "start-step"})
+			s.emitChat(&pb.ChatEvent_StepStart{StepStart: &pb.StepStart{}})
 		}
 	case proc.EventTurnEnd:
 		if t != nil {
 			s.closeParts()
-			s.emitChat(map[string]any{"type": "finish-step"})
+			s.emitChat(&pb.ChatEvent_StepFinish{StepFinish: &pb.StepFinish{}})
 		}
 	case proc.EventMessageStart:
 		if t != nil && ev.Message != nil && ev.Message.Role == "assistant" {
@@ -425,9 +419,9 @@ func (s *sessionActor) agentEvent(ctx actor.Context, typ string, line []byte) {
 		if t != nil {
 			t.tools[ev.ToolCallID] = ev.Args
 		}
-		s.emitChat(map[string]any{"type": "tool-input-available", "toolCallId": ev.ToolCallID, "toolName": ev.ToolName, "input": rawOrEmpty(ev.Args)})
+		s.emitChat(&pb.ChatEvent_ToolInput{ToolInput: &pb.ToolInputAvailable{ToolCallId: ev.ToolCallID, ToolName: ev.ToolName, Input: rawOrEmpty(ev.Args)}})
 	case proc.EventToolExecutionUpdate:
-		s.emitChat(map[string]any{"type": "tool-output-available", "toolCallId": ev.ToolCallID, "output": rawOrNull(ev.PartialResult), "preliminary": true})
+		s.emitChat(&pb.ChatEvent_ToolOutput{ToolOutput: &pb.ToolOutput{ToolCallId: ev.ToolCallID, Output: rawOrNull(ev.PartialResult), Preliminary: true}})
 	case proc.EventToolExecutionEnd:
 		var args json.RawMessage
 		if t != nil {
@@ -435,9 +429,10 @@ func (s *sessionActor) agentEvent(ctx actor.Context, typ string, line []byte) {
 			delete(t.tools, ev.ToolCallID)
 		}
 		if ev.IsError {
-			s.emitChat(map[string]any{"type": "tool-output-error", "toolCallId": ev.ToolCallID, "errorText": toolText(ev.Result)})
+			s.emitChat(&pb.ChatEvent_ToolError{ToolError: &pb.ToolError{ToolCallId: ev.ToolCallID, ErrorText: toolText(ev.Result),
+				ErrorCode: toolErrorCode(ev.Result), Output: ev.Result}})
 		} else {
-			s.emitChat(map[string]any{"type": "tool-output-available", "toolCallId": ev.ToolCallID, "output": rawOrNull(ev.Result)})
+			s.emitChat(&pb.ChatEvent_ToolOutput{ToolOutput: &pb.ToolOutput{ToolCallId: ev.ToolCallID, Output: rawOrNull(ev.Result)}})
 		}
 		var turnID uint64
 		if t != nil {
@@ -519,67 +514,39 @@ func (s *sessionActor) agentEvent(ctx actor.Context, typ string, line []byte) {
 
 // partID names a text or reasoning part of the turn's current message. The
 // last one is remembered: a stream of deltas asks for the same id each time.
-func (s *sessionActor) partID(kind string, index int) string {
+func (s *sessionActor) partID(kind pb.PartKind, index int) string {
 	t := s.turn
 	if t.lastPart != "" && t.lastKind == kind && t.lastIndex == index && t.lastMsg == t.msgN {
 		return t.lastPart
 	}
-	id := strconv.FormatUint(t.id, 10) + "-" + strconv.Itoa(t.msgN) + "-" + kind + strconv.Itoa(index)
+	letter := "t"
+	if kind == pb.PartKind_PART_KIND_REASONING {
+		letter = "r"
+	}
+	id := strconv.FormatUint(t.id, 10) + "-" + strconv.Itoa(t.msgN) + "-" + letter + strconv.Itoa(index)
 	t.lastPart, t.lastKind, t.lastIndex, t.lastMsg = id, kind, index, t.msgN
 	return id
-}
-
-// partChunk is a text or reasoning chunk: the hot path of a streaming turn,
-// marshalled without reflection over a map.
-type partChunk struct {
-	Type  string `json:"type"`
-	ID    string `json:"id"`
-	Delta string `json:"delta,omitempty"`
 }
 
 func (s *sessionActor) messageUpdate(e *proc.AssistantMessageEvent) {
 	t := s.turn
 	switch e.Type {
 	case proc.AMETextStart:
-		id := s.partID("t", e.ContentIndex)
-		if !t.open[id] {
-			t.open[id] = true
-			s.emitChat(partChunk{Type: "text-start", ID: id})
-		}
+		s.openPart(pb.PartKind_PART_KIND_TEXT, e.ContentIndex)
 	case proc.AMETextDelta:
-		id := s.partID("t", e.ContentIndex)
-		if !t.open[id] {
-			t.open[id] = true
-			s.emitChat(partChunk{Type: "text-start", ID: id})
-		}
+		id := s.openPart(pb.PartKind_PART_KIND_TEXT, e.ContentIndex)
 		t.text.WriteString(e.Delta)
-		s.emitChat(partChunk{Type: "text-delta", ID: id, Delta: e.Delta})
+		s.emitChat(&pb.ChatEvent_PartDelta{PartDelta: &pb.PartDelta{Id: id, Kind: pb.PartKind_PART_KIND_TEXT, Delta: e.Delta}})
 	case proc.AMETextEnd:
-		id := s.partID("t", e.ContentIndex)
-		if t.open[id] {
-			delete(t.open, id)
-			s.emitChat(partChunk{Type: "text-end", ID: id})
-		}
+		s.endPart(pb.PartKind_PART_KIND_TEXT, e.ContentIndex)
 	case proc.AMEThinkingStart:
-		id := s.partID("r", e.ContentIndex)
-		if !t.open[id] {
-			t.open[id] = true
-			s.emitChat(partChunk{Type: "reasoning-start", ID: id})
-		}
+		s.openPart(pb.PartKind_PART_KIND_REASONING, e.ContentIndex)
 	case proc.AMEThinkingDelta:
-		id := s.partID("r", e.ContentIndex)
-		if !t.open[id] {
-			t.open[id] = true
-			s.emitChat(partChunk{Type: "reasoning-start", ID: id})
-		}
+		id := s.openPart(pb.PartKind_PART_KIND_REASONING, e.ContentIndex)
 		t.thinking.WriteString(e.Delta)
-		s.emitChat(partChunk{Type: "reasoning-delta", ID: id, Delta: e.Delta})
+		s.emitChat(&pb.ChatEvent_PartDelta{PartDelta: &pb.PartDelta{Id: id, Kind: pb.PartKind_PART_KIND_REASONING, Delta: e.Delta}})
 	case proc.AMEThinkingEnd:
-		id := s.partID("r", e.ContentIndex)
-		if t.open[id] {
-			delete(t.open, id)
-			s.emitChat(partChunk{Type: "reasoning-end", ID: id})
-		}
+		s.endPart(pb.PartKind_PART_KIND_REASONING, e.ContentIndex)
 	case proc.AMEError:
 		if e.Reason == "aborted" {
 			t.lastStop = "aborted"
@@ -592,6 +559,26 @@ func (s *sessionActor) messageUpdate(e *proc.AssistantMessageEvent) {
 	}
 }
 
+// openPart returns the id of a text or reasoning part, starting it when it
+// is not open.
+func (s *sessionActor) openPart(kind pb.PartKind, index int) string {
+	id := s.partID(kind, index)
+	t := s.turn
+	if _, ok := t.open[id]; !ok {
+		t.open[id] = kind
+		s.emitChat(&pb.ChatEvent_PartStart{PartStart: &pb.PartStart{Id: id, Kind: kind}})
+	}
+	return id
+}
+
+func (s *sessionActor) endPart(kind pb.PartKind, index int) {
+	id := s.partID(kind, index)
+	if _, ok := s.turn.open[id]; ok {
+		delete(s.turn.open, id)
+		s.emitChat(&pb.ChatEvent_PartEnd{PartEnd: &pb.PartEnd{Id: id, Kind: kind}})
+	}
+}
+
 // closeParts ends every open text/reasoning part (a message that ended or
 // was cut without its *_end events).
 func (s *sessionActor) closeParts() {
@@ -599,12 +586,8 @@ func (s *sessionActor) closeParts() {
 	if t == nil {
 		return
 	}
-	for id := range t.open {
-		kind := "text-end"
-		if strings.Contains(id, "-r") {
-			kind = "reasoning-end"
-		}
-		s.emitChat(map[string]any{"type": kind, "id": id})
+	for id, kind := range t.open {
+		s.emitChat(&pb.ChatEvent_PartEnd{PartEnd: &pb.PartEnd{Id: id, Kind: kind}})
 	}
 	clear(t.open)
 }
@@ -661,6 +644,21 @@ func rawOrNull(r json.RawMessage) json.RawMessage {
 	return r
 }
 
+// toolErrorCode is a failed tool call's class: the code the tool gave in its
+// result's details ({details:{code}}), else tool_error. It is what an editor
+// that is not shown tool payloads sees of the failure.
+func toolErrorCode(r json.RawMessage) string {
+	var tr struct {
+		Details struct {
+			Code string `json:"code"`
+		} `json:"details"`
+	}
+	if json.Unmarshal(r, &tr) == nil && proc.ValidCode(tr.Details.Code) {
+		return tr.Details.Code
+	}
+	return "tool_error"
+}
+
 // toolText is the text of a tool result ({content:[{type:text,text}]}), or
 // its JSON when it has no text.
 func toolText(r json.RawMessage) string {
@@ -692,6 +690,8 @@ func (s *sessionActor) uiRequest(ctx actor.Context, line []byte) {
 		s.diagnostic("invalid_line", "extension_ui_request without a method")
 		return
 	}
+	ev := pb.UIRequestOf(&pb.UIRequestEvent{Id: r.ID, Method: r.Method, Title: r.Title, Message: r.Message,
+		Options: r.Options, Request: uiFrame(line)})
 	switch {
 	case proc.IsDialog(r.Method):
 		if r.ID == "" {
@@ -703,18 +703,18 @@ func (s *sessionActor) uiRequest(ctx actor.Context, line []byte) {
 			turnID = s.turn.id
 		}
 		s.dialogs[r.ID] = &dialog{id: r.ID, method: r.Method, turn: turnID}
-		s.emit(KindUIRequest, uiFrame(line), "ui:"+r.ID)
+		s.emit(ev, "ui:"+r.ID)
 	case r.Method == "setStatus":
-		s.emit(KindUIRequest, uiFrame(line), "uistatus:"+r.StatusKey)
+		s.emit(ev, "uistatus:"+r.StatusKey)
 	case r.Method == "setWidget":
-		s.emit(KindUIRequest, uiFrame(line), "uiwidget:"+r.WidgetKey)
+		s.emit(ev, "uiwidget:"+r.WidgetKey)
 	case r.Method == "setTitle":
-		s.emit(KindUIRequest, uiFrame(line), "uititle")
+		s.emit(ev, "uititle")
 		if r.Title != "" {
 			s.setTitle(r.Title)
 		}
 	default:
-		s.emit(KindUIRequest, uiFrame(line), "")
+		s.emit(ev, "")
 	}
 }
 
@@ -725,7 +725,11 @@ func uiFrame(line []byte) []byte {
 		return line
 	}
 	delete(m, "type")
-	return jsonOf(m)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return line
+	}
+	return b
 }
 
 func (s *sessionActor) uiResponse(ctx actor.Context, m *pb.UIResponse) {
@@ -757,7 +761,7 @@ func (s *sessionActor) uiResponse(ctx actor.Context, m *pb.UIResponse) {
 func (s *sessionActor) resolveDialog(d *dialog) {
 	delete(s.dialogs, d.id)
 	s.flog.Unstick("ui:" + d.id)
-	s.emit(KindUIRequest, jsonOf(map[string]any{"id": d.id, "method": d.method, "resolved": true}), "")
+	s.emit(pb.UIRequestOf(&pb.UIRequestEvent{Id: d.id, Method: d.method, Resolved: true}), "")
 }
 
 // cancelDialogs answers "cancelled" to the dialogs of a turn (0: all) that

@@ -16,6 +16,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/surfaced/surfaced/internal/wire"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -88,8 +89,9 @@ func NewCollector(sys *actor.ActorSystem) *Collector {
 		if fs, ok := ctx.Message().(*pb.Frames); ok {
 			for _, f := range fs.GetFrames() {
 				var data map[string]any
-				_ = json.Unmarshal(f.GetData(), &data)
-				fr := Frame{Kind: f.GetKind(), ID: f.GetId(), Seq: f.GetSeq(), Data: data, Raw: f.GetData()}
+				raw := wire.Data(f.GetEvent())
+				_ = json.Unmarshal(raw, &data)
+				fr := Frame{Kind: wire.Kind(f.GetEvent()), ID: f.GetId(), Seq: f.GetSeq(), Data: data, Raw: raw}
 				c.mu.Lock()
 				c.all = append(c.all, fr)
 				c.mu.Unlock()

@@ -32,6 +32,55 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type PartKind int32
+
+const (
+	PartKind_PART_KIND_UNSPECIFIED PartKind = 0
+	PartKind_PART_KIND_TEXT        PartKind = 1
+	PartKind_PART_KIND_REASONING   PartKind = 2
+)
+
+// Enum value maps for PartKind.
+var (
+	PartKind_name = map[int32]string{
+		0: "PART_KIND_UNSPECIFIED",
+		1: "PART_KIND_TEXT",
+		2: "PART_KIND_REASONING",
+	}
+	PartKind_value = map[string]int32{
+		"PART_KIND_UNSPECIFIED": 0,
+		"PART_KIND_TEXT":        1,
+		"PART_KIND_REASONING":   2,
+	}
+)
+
+func (x PartKind) Enum() *PartKind {
+	p := new(PartKind)
+	*p = x
+	return p
+}
+
+func (x PartKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PartKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_surfaced_v1_session_proto_enumTypes[0].Descriptor()
+}
+
+func (PartKind) Type() protoreflect.EnumType {
+	return &file_surfaced_v1_session_proto_enumTypes[0]
+}
+
+func (x PartKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PartKind.Descriptor instead.
+func (PartKind) EnumDescriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{0}
+}
+
 // Pid names an actor on any node (the protoactor PID without its request id).
 type Pid struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -140,14 +189,14 @@ func (x *Error) GetMessage() string {
 
 type Frame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// state, chat, session, ui-request, diagnostic, resync, end
-	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Position in the frame log; sticky replays carry the head they stand for.
 	Seq uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	// The SSE id as delivered: "<epoch>-<seq>".
-	Id string `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
-	// The frame's data as JSON, serialized once by the session actor.
-	Data          []byte `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`
+	Id    string `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	Event *Event `protobuf:"bytes,5,opt,name=event,proto3" json:"event,omitempty"`
+	// The encoded size of event, computed once by the session: the replay
+	// window and every client's outbound budget count it.
+	Size          uint32 `protobuf:"varint,6,opt,name=size,proto3" json:"size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -182,13 +231,6 @@ func (*Frame) Descriptor() ([]byte, []int) {
 	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{2}
 }
 
-func (x *Frame) GetKind() string {
-	if x != nil {
-		return x.Kind
-	}
-	return ""
-}
-
 func (x *Frame) GetSeq() uint64 {
 	if x != nil {
 		return x.Seq
@@ -203,11 +245,18 @@ func (x *Frame) GetId() string {
 	return ""
 }
 
-func (x *Frame) GetData() []byte {
+func (x *Frame) GetEvent() *Event {
 	if x != nil {
-		return x.Data
+		return x.Event
 	}
 	return nil
+}
+
+func (x *Frame) GetSize() uint32 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
 }
 
 // Frames is a batch delivered to a subscriber, in log order.
@@ -272,6 +321,1763 @@ func (x *Frames) GetFinal() bool {
 	return false
 }
 
+// Event is one thing a session tells its clients.
+type Event struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*Event_State
+	//	*Event_Status
+	//	*Event_Chat
+	//	*Event_UiRequest
+	//	*Event_Diagnostic
+	//	*Event_Resync
+	//	*Event_End
+	Event         isEvent_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Event) Reset() {
+	*x = Event{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Event) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Event) ProtoMessage() {}
+
+func (x *Event) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Event.ProtoReflect.Descriptor instead.
+func (*Event) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Event) GetEvent() isEvent_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *Event) GetState() *StateEvent {
+	if x != nil {
+		if x, ok := x.Event.(*Event_State); ok {
+			return x.State
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetStatus() *StatusEvent {
+	if x != nil {
+		if x, ok := x.Event.(*Event_Status); ok {
+			return x.Status
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetChat() *ChatEvent {
+	if x != nil {
+		if x, ok := x.Event.(*Event_Chat); ok {
+			return x.Chat
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetUiRequest() *UIRequestEvent {
+	if x != nil {
+		if x, ok := x.Event.(*Event_UiRequest); ok {
+			return x.UiRequest
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetDiagnostic() *DiagnosticEvent {
+	if x != nil {
+		if x, ok := x.Event.(*Event_Diagnostic); ok {
+			return x.Diagnostic
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetResync() *ResyncEvent {
+	if x != nil {
+		if x, ok := x.Event.(*Event_Resync); ok {
+			return x.Resync
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetEnd() *EndEvent {
+	if x != nil {
+		if x, ok := x.Event.(*Event_End); ok {
+			return x.End
+		}
+	}
+	return nil
+}
+
+type isEvent_Event interface {
+	isEvent_Event()
+}
+
+type Event_State struct {
+	State *StateEvent `protobuf:"bytes,1,opt,name=state,proto3,oneof"`
+}
+
+type Event_Status struct {
+	Status *StatusEvent `protobuf:"bytes,2,opt,name=status,proto3,oneof"`
+}
+
+type Event_Chat struct {
+	Chat *ChatEvent `protobuf:"bytes,3,opt,name=chat,proto3,oneof"`
+}
+
+type Event_UiRequest struct {
+	UiRequest *UIRequestEvent `protobuf:"bytes,4,opt,name=ui_request,json=uiRequest,proto3,oneof"`
+}
+
+type Event_Diagnostic struct {
+	Diagnostic *DiagnosticEvent `protobuf:"bytes,5,opt,name=diagnostic,proto3,oneof"`
+}
+
+type Event_Resync struct {
+	Resync *ResyncEvent `protobuf:"bytes,6,opt,name=resync,proto3,oneof"`
+}
+
+type Event_End struct {
+	End *EndEvent `protobuf:"bytes,7,opt,name=end,proto3,oneof"`
+}
+
+func (*Event_State) isEvent_Event() {}
+
+func (*Event_Status) isEvent_Event() {}
+
+func (*Event_Chat) isEvent_Event() {}
+
+func (*Event_UiRequest) isEvent_Event() {}
+
+func (*Event_Diagnostic) isEvent_Event() {}
+
+func (*Event_Resync) isEvent_Event() {}
+
+func (*Event_End) isEvent_Event() {}
+
+// StateEvent: a KV key changed (surface snapshots included). Sticky per key.
+type StateEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// JSON; empty when deleted.
+	Value         []byte `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Rev           uint64 `protobuf:"varint,3,opt,name=rev,proto3" json:"rev,omitempty"`
+	Deleted       bool   `protobuf:"varint,4,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateEvent) Reset() {
+	*x = StateEvent{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateEvent) ProtoMessage() {}
+
+func (x *StateEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateEvent.ProtoReflect.Descriptor instead.
+func (*StateEvent) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *StateEvent) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *StateEvent) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *StateEvent) GetRev() uint64 {
+	if x != nil {
+		return x.Rev
+	}
+	return 0
+}
+
+func (x *StateEvent) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+// StatusEvent: the session's lifecycle status. Sticky.
+type StatusEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// starting, ready, error, ended
+	Status string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	Busy   bool   `protobuf:"varint,2,opt,name=busy,proto3" json:"busy,omitempty"`
+	Code   string `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
+	Detail string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	Title  string `protobuf:"bytes,5,opt,name=title,proto3" json:"title,omitempty"`
+	Queued uint32 `protobuf:"varint,6,opt,name=queued,proto3" json:"queued,omitempty"`
+	// Prompts may carry images (the agent's model takes them).
+	Images        bool `protobuf:"varint,7,opt,name=images,proto3" json:"images,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusEvent) Reset() {
+	*x = StatusEvent{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusEvent) ProtoMessage() {}
+
+func (x *StatusEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusEvent.ProtoReflect.Descriptor instead.
+func (*StatusEvent) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *StatusEvent) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *StatusEvent) GetBusy() bool {
+	if x != nil {
+		return x.Busy
+	}
+	return false
+}
+
+func (x *StatusEvent) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *StatusEvent) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *StatusEvent) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *StatusEvent) GetQueued() uint32 {
+	if x != nil {
+		return x.Queued
+	}
+	return 0
+}
+
+func (x *StatusEvent) GetImages() bool {
+	if x != nil {
+		return x.Images
+	}
+	return false
+}
+
+// UIRequestEvent: an agent dialog or notice (pi's extension_ui_request), or
+// the notice that a dialog was resolved.
+type UIRequestEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// select, confirm, input, editor, notify, setStatus, setWidget, setTitle, ...
+	Method string `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
+	// The dialog was answered (or withdrawn): clients drop it.
+	Resolved bool     `protobuf:"varint,3,opt,name=resolved,proto3" json:"resolved,omitempty"`
+	Title    string   `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
+	Message  string   `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	Options  []string `protobuf:"bytes,6,rep,name=options,proto3" json:"options,omitempty"`
+	// The agent's request as JSON, without its line type: what a browser shows
+	// (fields beyond the ones above pass through unchanged).
+	Request       []byte `protobuf:"bytes,7,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UIRequestEvent) Reset() {
+	*x = UIRequestEvent{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UIRequestEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UIRequestEvent) ProtoMessage() {}
+
+func (x *UIRequestEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UIRequestEvent.ProtoReflect.Descriptor instead.
+func (*UIRequestEvent) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *UIRequestEvent) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UIRequestEvent) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *UIRequestEvent) GetResolved() bool {
+	if x != nil {
+		return x.Resolved
+	}
+	return false
+}
+
+func (x *UIRequestEvent) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *UIRequestEvent) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *UIRequestEvent) GetOptions() []string {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
+func (x *UIRequestEvent) GetRequest() []byte {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+type DiagnosticEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Code          string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiagnosticEvent) Reset() {
+	*x = DiagnosticEvent{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiagnosticEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiagnosticEvent) ProtoMessage() {}
+
+func (x *DiagnosticEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiagnosticEvent.ProtoReflect.Descriptor instead.
+func (*DiagnosticEvent) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DiagnosticEvent) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *DiagnosticEvent) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// ResyncEvent: the client's position is outside the replay window; the full
+// sticky state follows.
+type ResyncEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResyncEvent) Reset() {
+	*x = ResyncEvent{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResyncEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResyncEvent) ProtoMessage() {}
+
+func (x *ResyncEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResyncEvent.ProtoReflect.Descriptor instead.
+func (*ResyncEvent) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ResyncEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// EndEvent: the stream ends (stopped, idle, crashed, shutdown, moved, ...).
+type EndEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndEvent) Reset() {
+	*x = EndEvent{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndEvent) ProtoMessage() {}
+
+func (x *EndEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndEvent.ProtoReflect.Descriptor instead.
+func (*EndEvent) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *EndEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ChatEvent is one step of the conversation, in the order of the AI SDK's UI
+// message stream (v1): a turn is start, steps of text/reasoning parts and tool
+// calls, then finish.
+type ChatEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Chunk:
+	//
+	//	*ChatEvent_UserMessage
+	//	*ChatEvent_TurnStart
+	//	*ChatEvent_StepStart
+	//	*ChatEvent_PartStart
+	//	*ChatEvent_PartDelta
+	//	*ChatEvent_PartEnd
+	//	*ChatEvent_ToolInputStart
+	//	*ChatEvent_ToolInputDelta
+	//	*ChatEvent_ToolInput
+	//	*ChatEvent_ToolOutput
+	//	*ChatEvent_ToolError
+	//	*ChatEvent_StepFinish
+	//	*ChatEvent_TurnError
+	//	*ChatEvent_TurnAbort
+	//	*ChatEvent_TurnFinish
+	//	*ChatEvent_AgentNotice
+	Chunk         isChatEvent_Chunk `protobuf_oneof:"chunk"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChatEvent) Reset() {
+	*x = ChatEvent{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChatEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChatEvent) ProtoMessage() {}
+
+func (x *ChatEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChatEvent.ProtoReflect.Descriptor instead.
+func (*ChatEvent) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ChatEvent) GetChunk() isChatEvent_Chunk {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
+func (x *ChatEvent) GetUserMessage() *UserMessage {
+	if x != nil {
+		if x, ok := x.Chunk.(*ChatEvent_UserMessage); ok {
+			return x.UserMessage
+		}
+	}
+	return nil
+}
+
+func (x *ChatEvent) GetTurnStart() *TurnStart {
+	if x != nil {
+		if x, ok := x.Chunk.(*ChatEvent_TurnStart); ok {
+			return x.TurnStart
+		}
+	}
+	return nil
+}
+
+func (x *ChatEvent) GetStepStart() *StepStart {
+	if x != nil {
+		if x, ok := x.Chunk.(*ChatEvent_StepStart); ok {
+			return x.StepStart
+		}
+	}
+	return nil
+}
+
+func (x *ChatEvent) GetPartStart() *PartStart {
+	if x != nil {
+		if x, ok := x.Chunk.(*ChatEvent_PartStart); ok {
+			return x.PartStart
+		}
+	}
+	return nil
+}
+
+func (x *ChatEvent) GetPartDelta() *PartDelta {
+	if x != nil {
+		if x, ok := x.Chunk.(*ChatEvent_PartDelta); ok {
+			return x.PartDelta
+		}
+	}
+	return nil
+}
+
+func (x *ChatEvent) GetPartEnd() *PartEnd {
+	if x != nil {
+		if x, ok := x.Chunk.(*ChatEvent_PartEnd); ok {
+			return x.PartEnd
+		}
+	}
+	return nil
+}
+
+func (x *ChatEvent) GetToolInputStart() *ToolInputStart {
+	if x != nil {
+		if x, ok := x.Chunk.(*ChatEvent_ToolInputStart); ok {
+			return x.ToolInputStart
+		}
+	}
+	return nil
+}
+
+func (x *ChatEvent) GetToolInputDelta() *ToolInputDelta {
+	if x != nil {
+		if x, ok := x.Chunk.(*ChatEvent_ToolInputDelta); ok {
+			return x.ToolInputDelta
+		}
+	}
+	return nil
+}
+
+func (x *ChatEvent) GetToolInput() *ToolInputAvailable {
+	if x != nil {
+		if x, ok := x.Chunk.(*ChatEvent_ToolInput); ok {
+			return x.ToolInput
+		}
+	}
+	return nil
+}
+
+func (x *ChatEvent) GetToolOutput() *ToolOutput {
+	if x != nil {
+		if x, ok := x.Chunk.(*ChatEvent_ToolOutput); ok {
+			return x.ToolOutput
+		}
+	}
+	return nil
+}
+
+func (x *ChatEvent) GetToolError() *ToolError {
+	if x != nil {
+		if x, ok := x.Chunk.(*ChatEvent_ToolError); ok {
+			return x.ToolError
+		}
+	}
+	return nil
+}
+
+func (x *ChatEvent) GetStepFinish() *StepFinish {
+	if x != nil {
+		if x, ok := x.Chunk.(*ChatEvent_StepFinish); ok {
+			return x.StepFinish
+		}
+	}
+	return nil
+}
+
+func (x *ChatEvent) GetTurnError() *TurnError {
+	if x != nil {
+		if x, ok := x.Chunk.(*ChatEvent_TurnError); ok {
+			return x.TurnError
+		}
+	}
+	return nil
+}
+
+func (x *ChatEvent) GetTurnAbort() *TurnAbort {
+	if x != nil {
+		if x, ok := x.Chunk.(*ChatEvent_TurnAbort); ok {
+			return x.TurnAbort
+		}
+	}
+	return nil
+}
+
+func (x *ChatEvent) GetTurnFinish() *TurnFinish {
+	if x != nil {
+		if x, ok := x.Chunk.(*ChatEvent_TurnFinish); ok {
+			return x.TurnFinish
+		}
+	}
+	return nil
+}
+
+func (x *ChatEvent) GetAgentNotice() *AgentNotice {
+	if x != nil {
+		if x, ok := x.Chunk.(*ChatEvent_AgentNotice); ok {
+			return x.AgentNotice
+		}
+	}
+	return nil
+}
+
+type isChatEvent_Chunk interface {
+	isChatEvent_Chunk()
+}
+
+type ChatEvent_UserMessage struct {
+	UserMessage *UserMessage `protobuf:"bytes,1,opt,name=user_message,json=userMessage,proto3,oneof"`
+}
+
+type ChatEvent_TurnStart struct {
+	TurnStart *TurnStart `protobuf:"bytes,2,opt,name=turn_start,json=turnStart,proto3,oneof"`
+}
+
+type ChatEvent_StepStart struct {
+	StepStart *StepStart `protobuf:"bytes,3,opt,name=step_start,json=stepStart,proto3,oneof"`
+}
+
+type ChatEvent_PartStart struct {
+	PartStart *PartStart `protobuf:"bytes,4,opt,name=part_start,json=partStart,proto3,oneof"`
+}
+
+type ChatEvent_PartDelta struct {
+	PartDelta *PartDelta `protobuf:"bytes,5,opt,name=part_delta,json=partDelta,proto3,oneof"`
+}
+
+type ChatEvent_PartEnd struct {
+	PartEnd *PartEnd `protobuf:"bytes,6,opt,name=part_end,json=partEnd,proto3,oneof"`
+}
+
+type ChatEvent_ToolInputStart struct {
+	ToolInputStart *ToolInputStart `protobuf:"bytes,7,opt,name=tool_input_start,json=toolInputStart,proto3,oneof"`
+}
+
+type ChatEvent_ToolInputDelta struct {
+	ToolInputDelta *ToolInputDelta `protobuf:"bytes,8,opt,name=tool_input_delta,json=toolInputDelta,proto3,oneof"`
+}
+
+type ChatEvent_ToolInput struct {
+	ToolInput *ToolInputAvailable `protobuf:"bytes,9,opt,name=tool_input,json=toolInput,proto3,oneof"`
+}
+
+type ChatEvent_ToolOutput struct {
+	ToolOutput *ToolOutput `protobuf:"bytes,10,opt,name=tool_output,json=toolOutput,proto3,oneof"`
+}
+
+type ChatEvent_ToolError struct {
+	ToolError *ToolError `protobuf:"bytes,11,opt,name=tool_error,json=toolError,proto3,oneof"`
+}
+
+type ChatEvent_StepFinish struct {
+	StepFinish *StepFinish `protobuf:"bytes,12,opt,name=step_finish,json=stepFinish,proto3,oneof"`
+}
+
+type ChatEvent_TurnError struct {
+	TurnError *TurnError `protobuf:"bytes,13,opt,name=turn_error,json=turnError,proto3,oneof"`
+}
+
+type ChatEvent_TurnAbort struct {
+	TurnAbort *TurnAbort `protobuf:"bytes,14,opt,name=turn_abort,json=turnAbort,proto3,oneof"`
+}
+
+type ChatEvent_TurnFinish struct {
+	TurnFinish *TurnFinish `protobuf:"bytes,15,opt,name=turn_finish,json=turnFinish,proto3,oneof"`
+}
+
+type ChatEvent_AgentNotice struct {
+	AgentNotice *AgentNotice `protobuf:"bytes,16,opt,name=agent_notice,json=agentNotice,proto3,oneof"`
+}
+
+func (*ChatEvent_UserMessage) isChatEvent_Chunk() {}
+
+func (*ChatEvent_TurnStart) isChatEvent_Chunk() {}
+
+func (*ChatEvent_StepStart) isChatEvent_Chunk() {}
+
+func (*ChatEvent_PartStart) isChatEvent_Chunk() {}
+
+func (*ChatEvent_PartDelta) isChatEvent_Chunk() {}
+
+func (*ChatEvent_PartEnd) isChatEvent_Chunk() {}
+
+func (*ChatEvent_ToolInputStart) isChatEvent_Chunk() {}
+
+func (*ChatEvent_ToolInputDelta) isChatEvent_Chunk() {}
+
+func (*ChatEvent_ToolInput) isChatEvent_Chunk() {}
+
+func (*ChatEvent_ToolOutput) isChatEvent_Chunk() {}
+
+func (*ChatEvent_ToolError) isChatEvent_Chunk() {}
+
+func (*ChatEvent_StepFinish) isChatEvent_Chunk() {}
+
+func (*ChatEvent_TurnError) isChatEvent_Chunk() {}
+
+func (*ChatEvent_TurnAbort) isChatEvent_Chunk() {}
+
+func (*ChatEvent_TurnFinish) isChatEvent_Chunk() {}
+
+func (*ChatEvent_AgentNotice) isChatEvent_Chunk() {}
+
+// UserMessage: a prompt was accepted (from any client, or the agent).
+type UserMessage struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	PromptId uint64                 `protobuf:"varint,1,opt,name=prompt_id,json=promptId,proto3" json:"prompt_id,omitempty"`
+	Text     string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// browser, acp, agent
+	Via string `protobuf:"bytes,3,opt,name=via,proto3" json:"via,omitempty"`
+	// The client's own tag (an ACP attachment's), echoed back.
+	Tag string `protobuf:"bytes,4,opt,name=tag,proto3" json:"tag,omitempty"`
+	// It waits in the inbox for the running turn to end.
+	Queued        bool   `protobuf:"varint,5,opt,name=queued,proto3" json:"queued,omitempty"`
+	Images        uint32 `protobuf:"varint,6,opt,name=images,proto3" json:"images,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserMessage) Reset() {
+	*x = UserMessage{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserMessage) ProtoMessage() {}
+
+func (x *UserMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserMessage.ProtoReflect.Descriptor instead.
+func (*UserMessage) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *UserMessage) GetPromptId() uint64 {
+	if x != nil {
+		return x.PromptId
+	}
+	return 0
+}
+
+func (x *UserMessage) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *UserMessage) GetVia() string {
+	if x != nil {
+		return x.Via
+	}
+	return ""
+}
+
+func (x *UserMessage) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *UserMessage) GetQueued() bool {
+	if x != nil {
+		return x.Queued
+	}
+	return false
+}
+
+func (x *UserMessage) GetImages() uint32 {
+	if x != nil {
+		return x.Images
+	}
+	return 0
+}
+
+// TurnStart opens a turn. turn_id is unique for the life of the session
+// (across agent restarts, daemon restarts and nodes); message_id derives
+// from it.
+type TurnStart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TurnId        uint64                 `protobuf:"varint,1,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
+	PromptIds     []uint64               `protobuf:"varint,2,rep,packed,name=prompt_ids,json=promptIds,proto3" json:"prompt_ids,omitempty"`
+	MessageId     string                 `protobuf:"bytes,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TurnStart) Reset() {
+	*x = TurnStart{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TurnStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TurnStart) ProtoMessage() {}
+
+func (x *TurnStart) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TurnStart.ProtoReflect.Descriptor instead.
+func (*TurnStart) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *TurnStart) GetTurnId() uint64 {
+	if x != nil {
+		return x.TurnId
+	}
+	return 0
+}
+
+func (x *TurnStart) GetPromptIds() []uint64 {
+	if x != nil {
+		return x.PromptIds
+	}
+	return nil
+}
+
+func (x *TurnStart) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+type StepStart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StepStart) Reset() {
+	*x = StepStart{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StepStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StepStart) ProtoMessage() {}
+
+func (x *StepStart) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StepStart.ProtoReflect.Descriptor instead.
+func (*StepStart) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{14}
+}
+
+type StepFinish struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StepFinish) Reset() {
+	*x = StepFinish{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StepFinish) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StepFinish) ProtoMessage() {}
+
+func (x *StepFinish) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StepFinish.ProtoReflect.Descriptor instead.
+func (*StepFinish) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{15}
+}
+
+type PartStart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Kind          PartKind               `protobuf:"varint,2,opt,name=kind,proto3,enum=surfaced.v1.PartKind" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartStart) Reset() {
+	*x = PartStart{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartStart) ProtoMessage() {}
+
+func (x *PartStart) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartStart.ProtoReflect.Descriptor instead.
+func (*PartStart) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *PartStart) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PartStart) GetKind() PartKind {
+	if x != nil {
+		return x.Kind
+	}
+	return PartKind_PART_KIND_UNSPECIFIED
+}
+
+type PartDelta struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Kind          PartKind               `protobuf:"varint,2,opt,name=kind,proto3,enum=surfaced.v1.PartKind" json:"kind,omitempty"`
+	Delta         string                 `protobuf:"bytes,3,opt,name=delta,proto3" json:"delta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartDelta) Reset() {
+	*x = PartDelta{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartDelta) ProtoMessage() {}
+
+func (x *PartDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartDelta.ProtoReflect.Descriptor instead.
+func (*PartDelta) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *PartDelta) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PartDelta) GetKind() PartKind {
+	if x != nil {
+		return x.Kind
+	}
+	return PartKind_PART_KIND_UNSPECIFIED
+}
+
+func (x *PartDelta) GetDelta() string {
+	if x != nil {
+		return x.Delta
+	}
+	return ""
+}
+
+type PartEnd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Kind          PartKind               `protobuf:"varint,2,opt,name=kind,proto3,enum=surfaced.v1.PartKind" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartEnd) Reset() {
+	*x = PartEnd{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartEnd) ProtoMessage() {}
+
+func (x *PartEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartEnd.ProtoReflect.Descriptor instead.
+func (*PartEnd) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *PartEnd) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PartEnd) GetKind() PartKind {
+	if x != nil {
+		return x.Kind
+	}
+	return PartKind_PART_KIND_UNSPECIFIED
+}
+
+// ToolInputStart: the model began writing a tool call's input.
+type ToolInputStart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ToolCallId    string                 `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	ToolName      string                 `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolInputStart) Reset() {
+	*x = ToolInputStart{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolInputStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolInputStart) ProtoMessage() {}
+
+func (x *ToolInputStart) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolInputStart.ProtoReflect.Descriptor instead.
+func (*ToolInputStart) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ToolInputStart) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *ToolInputStart) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+// ToolInputDelta: more of the input's JSON text; the deltas of one call
+// joined parse to its ToolInputAvailable input.
+type ToolInputDelta struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ToolCallId    string                 `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	Delta         string                 `protobuf:"bytes,2,opt,name=delta,proto3" json:"delta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolInputDelta) Reset() {
+	*x = ToolInputDelta{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolInputDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolInputDelta) ProtoMessage() {}
+
+func (x *ToolInputDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolInputDelta.ProtoReflect.Descriptor instead.
+func (*ToolInputDelta) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ToolInputDelta) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *ToolInputDelta) GetDelta() string {
+	if x != nil {
+		return x.Delta
+	}
+	return ""
+}
+
+// ToolInputAvailable: the tool runs with this input (JSON).
+type ToolInputAvailable struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ToolCallId    string                 `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	ToolName      string                 `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	Input         []byte                 `protobuf:"bytes,3,opt,name=input,proto3" json:"input,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolInputAvailable) Reset() {
+	*x = ToolInputAvailable{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolInputAvailable) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolInputAvailable) ProtoMessage() {}
+
+func (x *ToolInputAvailable) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolInputAvailable.ProtoReflect.Descriptor instead.
+func (*ToolInputAvailable) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ToolInputAvailable) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *ToolInputAvailable) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *ToolInputAvailable) GetInput() []byte {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+// ToolOutput: the tool's result (JSON); preliminary for a partial one.
+type ToolOutput struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ToolCallId    string                 `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	Output        []byte                 `protobuf:"bytes,2,opt,name=output,proto3" json:"output,omitempty"`
+	Preliminary   bool                   `protobuf:"varint,3,opt,name=preliminary,proto3" json:"preliminary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolOutput) Reset() {
+	*x = ToolOutput{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolOutput) ProtoMessage() {}
+
+func (x *ToolOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolOutput.ProtoReflect.Descriptor instead.
+func (*ToolOutput) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ToolOutput) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *ToolOutput) GetOutput() []byte {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+func (x *ToolOutput) GetPreliminary() bool {
+	if x != nil {
+		return x.Preliminary
+	}
+	return false
+}
+
+// ToolError: the tool failed. error_code is the failure's class (the tool's
+// own code when it gave one, else "tool_error"): what an editor that does not
+// see tool payloads is shown.
+type ToolError struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ToolCallId string                 `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	ErrorText  string                 `protobuf:"bytes,2,opt,name=error_text,json=errorText,proto3" json:"error_text,omitempty"`
+	ErrorCode  string                 `protobuf:"bytes,3,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	// The result the agent reported with the failure (JSON), if any.
+	Output        []byte `protobuf:"bytes,4,opt,name=output,proto3" json:"output,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolError) Reset() {
+	*x = ToolError{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolError) ProtoMessage() {}
+
+func (x *ToolError) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolError.ProtoReflect.Descriptor instead.
+func (*ToolError) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ToolError) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *ToolError) GetErrorText() string {
+	if x != nil {
+		return x.ErrorText
+	}
+	return ""
+}
+
+func (x *ToolError) GetErrorCode() string {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ""
+}
+
+func (x *ToolError) GetOutput() []byte {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+// TurnError: the turn failed; error_text is the one sentence a person sees.
+type TurnError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ErrorText     string                 `protobuf:"bytes,1,opt,name=error_text,json=errorText,proto3" json:"error_text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TurnError) Reset() {
+	*x = TurnError{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TurnError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TurnError) ProtoMessage() {}
+
+func (x *TurnError) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TurnError.ProtoReflect.Descriptor instead.
+func (*TurnError) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *TurnError) GetErrorText() string {
+	if x != nil {
+		return x.ErrorText
+	}
+	return ""
+}
+
+// TurnAbort: the turn was cancelled.
+type TurnAbort struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TurnAbort) Reset() {
+	*x = TurnAbort{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TurnAbort) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TurnAbort) ProtoMessage() {}
+
+func (x *TurnAbort) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TurnAbort.ProtoReflect.Descriptor instead.
+func (*TurnAbort) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{25}
+}
+
+// TurnFinish closes a turn.
+type TurnFinish struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	TurnId    uint64                 `protobuf:"varint,1,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
+	PromptIds []uint64               `protobuf:"varint,2,rep,packed,name=prompt_ids,json=promptIds,proto3" json:"prompt_ids,omitempty"`
+	// end_turn, max_tokens, cancelled, error
+	StopReason    string `protobuf:"bytes,3,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TurnFinish) Reset() {
+	*x = TurnFinish{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TurnFinish) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TurnFinish) ProtoMessage() {}
+
+func (x *TurnFinish) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TurnFinish.ProtoReflect.Descriptor instead.
+func (*TurnFinish) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *TurnFinish) GetTurnId() uint64 {
+	if x != nil {
+		return x.TurnId
+	}
+	return 0
+}
+
+func (x *TurnFinish) GetPromptIds() []uint64 {
+	if x != nil {
+		return x.PromptIds
+	}
+	return nil
+}
+
+func (x *TurnFinish) GetStopReason() string {
+	if x != nil {
+		return x.StopReason
+	}
+	return ""
+}
+
+// AgentNotice: an agent event a client may show but that is not part of the
+// message (retries, compaction, queue updates, extension errors): the
+// agent's line as JSON. Transient.
+type AgentNotice struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Line          []byte                 `protobuf:"bytes,1,opt,name=line,proto3" json:"line,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentNotice) Reset() {
+	*x = AgentNotice{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentNotice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentNotice) ProtoMessage() {}
+
+func (x *AgentNotice) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentNotice.ProtoReflect.Descriptor instead.
+func (*AgentNotice) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *AgentNotice) GetLine() []byte {
+	if x != nil {
+		return x.Line
+	}
+	return nil
+}
+
 type Subscribe struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Subscriber *Pid                   `protobuf:"bytes,1,opt,name=subscriber,proto3" json:"subscriber,omitempty"`
@@ -286,7 +2092,7 @@ type Subscribe struct {
 
 func (x *Subscribe) Reset() {
 	*x = Subscribe{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[4]
+	mi := &file_surfaced_v1_session_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -298,7 +2104,7 @@ func (x *Subscribe) String() string {
 func (*Subscribe) ProtoMessage() {}
 
 func (x *Subscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[4]
+	mi := &file_surfaced_v1_session_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -311,7 +2117,7 @@ func (x *Subscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscribe.ProtoReflect.Descriptor instead.
 func (*Subscribe) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Subscribe) GetSubscriber() *Pid {
@@ -357,7 +2163,7 @@ type SubscribeResult struct {
 
 func (x *SubscribeResult) Reset() {
 	*x = SubscribeResult{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[5]
+	mi := &file_surfaced_v1_session_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -369,7 +2175,7 @@ func (x *SubscribeResult) String() string {
 func (*SubscribeResult) ProtoMessage() {}
 
 func (x *SubscribeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[5]
+	mi := &file_surfaced_v1_session_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -382,7 +2188,7 @@ func (x *SubscribeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResult.ProtoReflect.Descriptor instead.
 func (*SubscribeResult) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SubscribeResult) GetOk() bool {
@@ -436,7 +2242,7 @@ type Unsubscribe struct {
 
 func (x *Unsubscribe) Reset() {
 	*x = Unsubscribe{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[6]
+	mi := &file_surfaced_v1_session_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -448,7 +2254,7 @@ func (x *Unsubscribe) String() string {
 func (*Unsubscribe) ProtoMessage() {}
 
 func (x *Unsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[6]
+	mi := &file_surfaced_v1_session_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -461,7 +2267,7 @@ func (x *Unsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unsubscribe.ProtoReflect.Descriptor instead.
 func (*Unsubscribe) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Unsubscribe) GetSubscriber() *Pid {
@@ -486,7 +2292,7 @@ type Caller struct {
 
 func (x *Caller) Reset() {
 	*x = Caller{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[7]
+	mi := &file_surfaced_v1_session_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +2304,7 @@ func (x *Caller) String() string {
 func (*Caller) ProtoMessage() {}
 
 func (x *Caller) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[7]
+	mi := &file_surfaced_v1_session_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +2317,7 @@ func (x *Caller) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Caller.ProtoReflect.Descriptor instead.
 func (*Caller) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Caller) GetSubject() string {
@@ -544,7 +2350,7 @@ type GetSummary struct {
 
 func (x *GetSummary) Reset() {
 	*x = GetSummary{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[8]
+	mi := &file_surfaced_v1_session_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +2362,7 @@ func (x *GetSummary) String() string {
 func (*GetSummary) ProtoMessage() {}
 
 func (x *GetSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[8]
+	mi := &file_surfaced_v1_session_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +2375,7 @@ func (x *GetSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSummary.ProtoReflect.Descriptor instead.
 func (*GetSummary) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetSummary) GetCaller() *Caller {
@@ -592,7 +2398,7 @@ type SurfaceInfo struct {
 
 func (x *SurfaceInfo) Reset() {
 	*x = SurfaceInfo{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[9]
+	mi := &file_surfaced_v1_session_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -604,7 +2410,7 @@ func (x *SurfaceInfo) String() string {
 func (*SurfaceInfo) ProtoMessage() {}
 
 func (x *SurfaceInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[9]
+	mi := &file_surfaced_v1_session_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -617,7 +2423,7 @@ func (x *SurfaceInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SurfaceInfo.ProtoReflect.Descriptor instead.
 func (*SurfaceInfo) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{9}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SurfaceInfo) GetDomain() string {
@@ -675,7 +2481,7 @@ type SessionSummary struct {
 
 func (x *SessionSummary) Reset() {
 	*x = SessionSummary{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[10]
+	mi := &file_surfaced_v1_session_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +2493,7 @@ func (x *SessionSummary) String() string {
 func (*SessionSummary) ProtoMessage() {}
 
 func (x *SessionSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[10]
+	mi := &file_surfaced_v1_session_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +2506,7 @@ func (x *SessionSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSummary.ProtoReflect.Descriptor instead.
 func (*SessionSummary) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{10}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SessionSummary) GetSessionId() string {
@@ -840,7 +2646,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[11]
+	mi := &file_surfaced_v1_session_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +2658,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[11]
+	mi := &file_surfaced_v1_session_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +2671,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{11}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Image) GetMimeType() string {
@@ -895,7 +2701,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[12]
+	mi := &file_surfaced_v1_session_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +2713,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[12]
+	mi := &file_surfaced_v1_session_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +2726,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{12}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Prompt) GetCaller() *Caller {
@@ -963,7 +2769,7 @@ type PromptResult struct {
 
 func (x *PromptResult) Reset() {
 	*x = PromptResult{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[13]
+	mi := &file_surfaced_v1_session_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +2781,7 @@ func (x *PromptResult) String() string {
 func (*PromptResult) ProtoMessage() {}
 
 func (x *PromptResult) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[13]
+	mi := &file_surfaced_v1_session_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +2794,7 @@ func (x *PromptResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptResult.ProtoReflect.Descriptor instead.
 func (*PromptResult) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{13}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PromptResult) GetAccepted() bool {
@@ -1028,7 +2834,7 @@ type Abort struct {
 
 func (x *Abort) Reset() {
 	*x = Abort{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[14]
+	mi := &file_surfaced_v1_session_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +2846,7 @@ func (x *Abort) String() string {
 func (*Abort) ProtoMessage() {}
 
 func (x *Abort) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[14]
+	mi := &file_surfaced_v1_session_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +2859,7 @@ func (x *Abort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Abort.ProtoReflect.Descriptor instead.
 func (*Abort) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{14}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Abort) GetCaller() *Caller {
@@ -1074,7 +2880,7 @@ type AbortResult struct {
 
 func (x *AbortResult) Reset() {
 	*x = AbortResult{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[15]
+	mi := &file_surfaced_v1_session_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +2892,7 @@ func (x *AbortResult) String() string {
 func (*AbortResult) ProtoMessage() {}
 
 func (x *AbortResult) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[15]
+	mi := &file_surfaced_v1_session_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +2905,7 @@ func (x *AbortResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResult.ProtoReflect.Descriptor instead.
 func (*AbortResult) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{15}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AbortResult) GetOk() bool {
@@ -1137,7 +2943,7 @@ type RunCommand struct {
 
 func (x *RunCommand) Reset() {
 	*x = RunCommand{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[16]
+	mi := &file_surfaced_v1_session_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +2955,7 @@ func (x *RunCommand) String() string {
 func (*RunCommand) ProtoMessage() {}
 
 func (x *RunCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[16]
+	mi := &file_surfaced_v1_session_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +2968,7 @@ func (x *RunCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommand.ProtoReflect.Descriptor instead.
 func (*RunCommand) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{16}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RunCommand) GetCaller() *Caller {
@@ -1217,7 +3023,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[17]
+	mi := &file_surfaced_v1_session_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +3035,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[17]
+	mi := &file_surfaced_v1_session_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +3048,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{17}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CommandResult) GetOk() bool {
@@ -1299,7 +3105,7 @@ type SetState struct {
 
 func (x *SetState) Reset() {
 	*x = SetState{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[18]
+	mi := &file_surfaced_v1_session_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +3117,7 @@ func (x *SetState) String() string {
 func (*SetState) ProtoMessage() {}
 
 func (x *SetState) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[18]
+	mi := &file_surfaced_v1_session_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +3130,7 @@ func (x *SetState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetState.ProtoReflect.Descriptor instead.
 func (*SetState) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{18}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SetState) GetCaller() *Caller {
@@ -1366,7 +3172,7 @@ type SetStateResult struct {
 
 func (x *SetStateResult) Reset() {
 	*x = SetStateResult{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[19]
+	mi := &file_surfaced_v1_session_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +3184,7 @@ func (x *SetStateResult) String() string {
 func (*SetStateResult) ProtoMessage() {}
 
 func (x *SetStateResult) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[19]
+	mi := &file_surfaced_v1_session_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +3197,7 @@ func (x *SetStateResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetStateResult.ProtoReflect.Descriptor instead.
 func (*SetStateResult) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{19}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SetStateResult) GetOk() bool {
@@ -1427,7 +3233,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[20]
+	mi := &file_surfaced_v1_session_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1439,7 +3245,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[20]
+	mi := &file_surfaced_v1_session_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +3258,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{20}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -1492,7 +3298,7 @@ type GetState struct {
 
 func (x *GetState) Reset() {
 	*x = GetState{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[21]
+	mi := &file_surfaced_v1_session_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1504,7 +3310,7 @@ func (x *GetState) String() string {
 func (*GetState) ProtoMessage() {}
 
 func (x *GetState) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[21]
+	mi := &file_surfaced_v1_session_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1517,7 +3323,7 @@ func (x *GetState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetState.ProtoReflect.Descriptor instead.
 func (*GetState) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{21}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetState) GetCaller() *Caller {
@@ -1537,7 +3343,7 @@ type StateEntries struct {
 
 func (x *StateEntries) Reset() {
 	*x = StateEntries{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[22]
+	mi := &file_surfaced_v1_session_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +3355,7 @@ func (x *StateEntries) String() string {
 func (*StateEntries) ProtoMessage() {}
 
 func (x *StateEntries) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[22]
+	mi := &file_surfaced_v1_session_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +3368,7 @@ func (x *StateEntries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateEntries.ProtoReflect.Descriptor instead.
 func (*StateEntries) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{22}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *StateEntries) GetEntries() []*KVEntry {
@@ -1588,7 +3394,7 @@ type GetMessages struct {
 
 func (x *GetMessages) Reset() {
 	*x = GetMessages{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[23]
+	mi := &file_surfaced_v1_session_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +3406,7 @@ func (x *GetMessages) String() string {
 func (*GetMessages) ProtoMessage() {}
 
 func (x *GetMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[23]
+	mi := &file_surfaced_v1_session_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +3419,7 @@ func (x *GetMessages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessages.ProtoReflect.Descriptor instead.
 func (*GetMessages) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{23}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetMessages) GetCaller() *Caller {
@@ -1644,7 +3450,7 @@ type TranscriptEntry struct {
 
 func (x *TranscriptEntry) Reset() {
 	*x = TranscriptEntry{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[24]
+	mi := &file_surfaced_v1_session_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +3462,7 @@ func (x *TranscriptEntry) String() string {
 func (*TranscriptEntry) ProtoMessage() {}
 
 func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[24]
+	mi := &file_surfaced_v1_session_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +3475,7 @@ func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscriptEntry.ProtoReflect.Descriptor instead.
 func (*TranscriptEntry) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{24}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *TranscriptEntry) GetRole() string {
@@ -1759,7 +3565,7 @@ type Transcript struct {
 
 func (x *Transcript) Reset() {
 	*x = Transcript{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[25]
+	mi := &file_surfaced_v1_session_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +3577,7 @@ func (x *Transcript) String() string {
 func (*Transcript) ProtoMessage() {}
 
 func (x *Transcript) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[25]
+	mi := &file_surfaced_v1_session_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +3590,7 @@ func (x *Transcript) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transcript.ProtoReflect.Descriptor instead.
 func (*Transcript) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{25}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Transcript) GetEntries() []*TranscriptEntry {
@@ -1815,7 +3621,7 @@ type UIResponse struct {
 
 func (x *UIResponse) Reset() {
 	*x = UIResponse{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[26]
+	mi := &file_surfaced_v1_session_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1827,7 +3633,7 @@ func (x *UIResponse) String() string {
 func (*UIResponse) ProtoMessage() {}
 
 func (x *UIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[26]
+	mi := &file_surfaced_v1_session_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1840,7 +3646,7 @@ func (x *UIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UIResponse.ProtoReflect.Descriptor instead.
 func (*UIResponse) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{26}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UIResponse) GetCaller() *Caller {
@@ -1888,7 +3694,7 @@ type UIResponseResult struct {
 
 func (x *UIResponseResult) Reset() {
 	*x = UIResponseResult{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[27]
+	mi := &file_surfaced_v1_session_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +3706,7 @@ func (x *UIResponseResult) String() string {
 func (*UIResponseResult) ProtoMessage() {}
 
 func (x *UIResponseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[27]
+	mi := &file_surfaced_v1_session_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +3719,7 @@ func (x *UIResponseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UIResponseResult.ProtoReflect.Descriptor instead.
 func (*UIResponseResult) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{27}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UIResponseResult) GetOk() bool {
@@ -1941,7 +3747,7 @@ type Stop struct {
 
 func (x *Stop) Reset() {
 	*x = Stop{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[28]
+	mi := &file_surfaced_v1_session_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +3759,7 @@ func (x *Stop) String() string {
 func (*Stop) ProtoMessage() {}
 
 func (x *Stop) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[28]
+	mi := &file_surfaced_v1_session_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +3772,7 @@ func (x *Stop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop.ProtoReflect.Descriptor instead.
 func (*Stop) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{28}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Stop) GetCaller() *Caller {
@@ -1993,7 +3799,7 @@ type StopResult struct {
 
 func (x *StopResult) Reset() {
 	*x = StopResult{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[29]
+	mi := &file_surfaced_v1_session_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +3811,7 @@ func (x *StopResult) String() string {
 func (*StopResult) ProtoMessage() {}
 
 func (x *StopResult) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[29]
+	mi := &file_surfaced_v1_session_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +3824,7 @@ func (x *StopResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopResult.ProtoReflect.Descriptor instead.
 func (*StopResult) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{29}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *StopResult) GetOk() bool {
@@ -2044,7 +3850,7 @@ type ListSurfaces struct {
 
 func (x *ListSurfaces) Reset() {
 	*x = ListSurfaces{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[30]
+	mi := &file_surfaced_v1_session_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +3862,7 @@ func (x *ListSurfaces) String() string {
 func (*ListSurfaces) ProtoMessage() {}
 
 func (x *ListSurfaces) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[30]
+	mi := &file_surfaced_v1_session_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +3875,7 @@ func (x *ListSurfaces) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSurfaces.ProtoReflect.Descriptor instead.
 func (*ListSurfaces) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{30}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListSurfaces) GetCaller() *Caller {
@@ -2089,7 +3895,7 @@ type SurfaceList struct {
 
 func (x *SurfaceList) Reset() {
 	*x = SurfaceList{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[31]
+	mi := &file_surfaced_v1_session_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +3907,7 @@ func (x *SurfaceList) String() string {
 func (*SurfaceList) ProtoMessage() {}
 
 func (x *SurfaceList) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[31]
+	mi := &file_surfaced_v1_session_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +3920,7 @@ func (x *SurfaceList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SurfaceList.ProtoReflect.Descriptor instead.
 func (*SurfaceList) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{31}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SurfaceList) GetSurfaces() []*SurfaceInfo {
@@ -2144,7 +3950,7 @@ type StateCommitted struct {
 
 func (x *StateCommitted) Reset() {
 	*x = StateCommitted{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[32]
+	mi := &file_surfaced_v1_session_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2156,7 +3962,7 @@ func (x *StateCommitted) String() string {
 func (*StateCommitted) ProtoMessage() {}
 
 func (x *StateCommitted) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[32]
+	mi := &file_surfaced_v1_session_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2169,7 +3975,7 @@ func (x *StateCommitted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateCommitted.ProtoReflect.Descriptor instead.
 func (*StateCommitted) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{32}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *StateCommitted) GetKey() string {
@@ -2214,7 +4020,7 @@ type AgentAvailable struct {
 
 func (x *AgentAvailable) Reset() {
 	*x = AgentAvailable{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[33]
+	mi := &file_surfaced_v1_session_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +4032,7 @@ func (x *AgentAvailable) String() string {
 func (*AgentAvailable) ProtoMessage() {}
 
 func (x *AgentAvailable) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[33]
+	mi := &file_surfaced_v1_session_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +4045,7 @@ func (x *AgentAvailable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentAvailable.ProtoReflect.Descriptor instead.
 func (*AgentAvailable) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{33}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *AgentAvailable) GetAgent() *Pid {
@@ -2278,7 +4084,7 @@ type AgentSend struct {
 
 func (x *AgentSend) Reset() {
 	*x = AgentSend{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[34]
+	mi := &file_surfaced_v1_session_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2290,7 +4096,7 @@ func (x *AgentSend) String() string {
 func (*AgentSend) ProtoMessage() {}
 
 func (x *AgentSend) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[34]
+	mi := &file_surfaced_v1_session_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2303,7 +4109,7 @@ func (x *AgentSend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSend.ProtoReflect.Descriptor instead.
 func (*AgentSend) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{34}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AgentSend) GetLine() []byte {
@@ -2340,7 +4146,7 @@ type AgentReply struct {
 
 func (x *AgentReply) Reset() {
 	*x = AgentReply{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[35]
+	mi := &file_surfaced_v1_session_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2352,7 +4158,7 @@ func (x *AgentReply) String() string {
 func (*AgentReply) ProtoMessage() {}
 
 func (x *AgentReply) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[35]
+	mi := &file_surfaced_v1_session_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2365,7 +4171,7 @@ func (x *AgentReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentReply.ProtoReflect.Descriptor instead.
 func (*AgentReply) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{35}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AgentReply) GetId() string {
@@ -2409,7 +4215,7 @@ type AgentLine struct {
 
 func (x *AgentLine) Reset() {
 	*x = AgentLine{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[36]
+	mi := &file_surfaced_v1_session_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2421,7 +4227,7 @@ func (x *AgentLine) String() string {
 func (*AgentLine) ProtoMessage() {}
 
 func (x *AgentLine) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[36]
+	mi := &file_surfaced_v1_session_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2434,7 +4240,7 @@ func (x *AgentLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentLine.ProtoReflect.Descriptor instead.
 func (*AgentLine) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{36}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AgentLine) GetIncarnation() uint32 {
@@ -2476,7 +4282,7 @@ type AgentLines struct {
 
 func (x *AgentLines) Reset() {
 	*x = AgentLines{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[37]
+	mi := &file_surfaced_v1_session_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2488,7 +4294,7 @@ func (x *AgentLines) String() string {
 func (*AgentLines) ProtoMessage() {}
 
 func (x *AgentLines) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[37]
+	mi := &file_surfaced_v1_session_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2501,7 +4307,7 @@ func (x *AgentLines) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentLines.ProtoReflect.Descriptor instead.
 func (*AgentLines) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{37}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *AgentLines) GetLines() []*AgentLine {
@@ -2522,7 +4328,7 @@ type AgentDiagnostic struct {
 
 func (x *AgentDiagnostic) Reset() {
 	*x = AgentDiagnostic{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[38]
+	mi := &file_surfaced_v1_session_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2534,7 +4340,7 @@ func (x *AgentDiagnostic) String() string {
 func (*AgentDiagnostic) ProtoMessage() {}
 
 func (x *AgentDiagnostic) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[38]
+	mi := &file_surfaced_v1_session_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2547,7 +4353,7 @@ func (x *AgentDiagnostic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentDiagnostic.ProtoReflect.Descriptor instead.
 func (*AgentDiagnostic) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{38}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *AgentDiagnostic) GetIncarnation() uint32 {
@@ -2584,7 +4390,7 @@ type AgentExited struct {
 
 func (x *AgentExited) Reset() {
 	*x = AgentExited{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[39]
+	mi := &file_surfaced_v1_session_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2596,7 +4402,7 @@ func (x *AgentExited) String() string {
 func (*AgentExited) ProtoMessage() {}
 
 func (x *AgentExited) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[39]
+	mi := &file_surfaced_v1_session_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2609,7 +4415,7 @@ func (x *AgentExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentExited.ProtoReflect.Descriptor instead.
 func (*AgentExited) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{39}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AgentExited) GetIncarnation() uint32 {
@@ -2657,17 +4463,154 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"5\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"Q\n" +
-	"\x05Frame\x12\x12\n" +
-	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x10\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x7f\n" +
+	"\x05Frame\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x0e\n" +
-	"\x02id\x18\x03 \x01(\tR\x02id\x12\x12\n" +
-	"\x04data\x18\x04 \x01(\fR\x04data\"i\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\x12(\n" +
+	"\x05event\x18\x05 \x01(\v2\x12.surfaced.v1.EventR\x05event\x12\x12\n" +
+	"\x04size\x18\x06 \x01(\rR\x04sizeJ\x04\b\x01\x10\x02J\x04\b\x04\x10\x05R\x04kindR\x04data\"i\n" +
 	"\x06Frames\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
 	"\x06frames\x18\x02 \x03(\v2\x12.surfaced.v1.FrameR\x06frames\x12\x14\n" +
-	"\x05final\x18\x03 \x01(\bR\x05final\"\x9c\x01\n" +
+	"\x05final\x18\x03 \x01(\bR\x05final\"\x80\x03\n" +
+	"\x05Event\x12/\n" +
+	"\x05state\x18\x01 \x01(\v2\x17.surfaced.v1.StateEventH\x00R\x05state\x122\n" +
+	"\x06status\x18\x02 \x01(\v2\x18.surfaced.v1.StatusEventH\x00R\x06status\x12,\n" +
+	"\x04chat\x18\x03 \x01(\v2\x16.surfaced.v1.ChatEventH\x00R\x04chat\x12<\n" +
+	"\n" +
+	"ui_request\x18\x04 \x01(\v2\x1b.surfaced.v1.UIRequestEventH\x00R\tuiRequest\x12>\n" +
+	"\n" +
+	"diagnostic\x18\x05 \x01(\v2\x1c.surfaced.v1.DiagnosticEventH\x00R\n" +
+	"diagnostic\x122\n" +
+	"\x06resync\x18\x06 \x01(\v2\x18.surfaced.v1.ResyncEventH\x00R\x06resync\x12)\n" +
+	"\x03end\x18\a \x01(\v2\x15.surfaced.v1.EndEventH\x00R\x03endB\a\n" +
+	"\x05event\"`\n" +
+	"\n" +
+	"StateEvent\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x10\n" +
+	"\x03rev\x18\x03 \x01(\x04R\x03rev\x12\x18\n" +
+	"\adeleted\x18\x04 \x01(\bR\adeleted\"\xab\x01\n" +
+	"\vStatusEvent\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\tR\x06status\x12\x12\n" +
+	"\x04busy\x18\x02 \x01(\bR\x04busy\x12\x12\n" +
+	"\x04code\x18\x03 \x01(\tR\x04code\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\x12\x14\n" +
+	"\x05title\x18\x05 \x01(\tR\x05title\x12\x16\n" +
+	"\x06queued\x18\x06 \x01(\rR\x06queued\x12\x16\n" +
+	"\x06images\x18\a \x01(\bR\x06images\"\xb8\x01\n" +
+	"\x0eUIRequestEvent\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06method\x18\x02 \x01(\tR\x06method\x12\x1a\n" +
+	"\bresolved\x18\x03 \x01(\bR\bresolved\x12\x14\n" +
+	"\x05title\x18\x04 \x01(\tR\x05title\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x12\x18\n" +
+	"\aoptions\x18\x06 \x03(\tR\aoptions\x12\x18\n" +
+	"\arequest\x18\a \x01(\fR\arequest\"?\n" +
+	"\x0fDiagnosticEvent\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"%\n" +
+	"\vResyncEvent\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\"\n" +
+	"\bEndEvent\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xdc\a\n" +
+	"\tChatEvent\x12=\n" +
+	"\fuser_message\x18\x01 \x01(\v2\x18.surfaced.v1.UserMessageH\x00R\vuserMessage\x127\n" +
+	"\n" +
+	"turn_start\x18\x02 \x01(\v2\x16.surfaced.v1.TurnStartH\x00R\tturnStart\x127\n" +
+	"\n" +
+	"step_start\x18\x03 \x01(\v2\x16.surfaced.v1.StepStartH\x00R\tstepStart\x127\n" +
+	"\n" +
+	"part_start\x18\x04 \x01(\v2\x16.surfaced.v1.PartStartH\x00R\tpartStart\x127\n" +
+	"\n" +
+	"part_delta\x18\x05 \x01(\v2\x16.surfaced.v1.PartDeltaH\x00R\tpartDelta\x121\n" +
+	"\bpart_end\x18\x06 \x01(\v2\x14.surfaced.v1.PartEndH\x00R\apartEnd\x12G\n" +
+	"\x10tool_input_start\x18\a \x01(\v2\x1b.surfaced.v1.ToolInputStartH\x00R\x0etoolInputStart\x12G\n" +
+	"\x10tool_input_delta\x18\b \x01(\v2\x1b.surfaced.v1.ToolInputDeltaH\x00R\x0etoolInputDelta\x12@\n" +
+	"\n" +
+	"tool_input\x18\t \x01(\v2\x1f.surfaced.v1.ToolInputAvailableH\x00R\ttoolInput\x12:\n" +
+	"\vtool_output\x18\n" +
+	" \x01(\v2\x17.surfaced.v1.ToolOutputH\x00R\n" +
+	"toolOutput\x127\n" +
+	"\n" +
+	"tool_error\x18\v \x01(\v2\x16.surfaced.v1.ToolErrorH\x00R\ttoolError\x12:\n" +
+	"\vstep_finish\x18\f \x01(\v2\x17.surfaced.v1.StepFinishH\x00R\n" +
+	"stepFinish\x127\n" +
+	"\n" +
+	"turn_error\x18\r \x01(\v2\x16.surfaced.v1.TurnErrorH\x00R\tturnError\x127\n" +
+	"\n" +
+	"turn_abort\x18\x0e \x01(\v2\x16.surfaced.v1.TurnAbortH\x00R\tturnAbort\x12:\n" +
+	"\vturn_finish\x18\x0f \x01(\v2\x17.surfaced.v1.TurnFinishH\x00R\n" +
+	"turnFinish\x12=\n" +
+	"\fagent_notice\x18\x10 \x01(\v2\x18.surfaced.v1.AgentNoticeH\x00R\vagentNoticeB\a\n" +
+	"\x05chunk\"\x92\x01\n" +
+	"\vUserMessage\x12\x1b\n" +
+	"\tprompt_id\x18\x01 \x01(\x04R\bpromptId\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x10\n" +
+	"\x03via\x18\x03 \x01(\tR\x03via\x12\x10\n" +
+	"\x03tag\x18\x04 \x01(\tR\x03tag\x12\x16\n" +
+	"\x06queued\x18\x05 \x01(\bR\x06queued\x12\x16\n" +
+	"\x06images\x18\x06 \x01(\rR\x06images\"b\n" +
+	"\tTurnStart\x12\x17\n" +
+	"\aturn_id\x18\x01 \x01(\x04R\x06turnId\x12\x1d\n" +
+	"\n" +
+	"prompt_ids\x18\x02 \x03(\x04R\tpromptIds\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x03 \x01(\tR\tmessageId\"\v\n" +
+	"\tStepStart\"\f\n" +
+	"\n" +
+	"StepFinish\"F\n" +
+	"\tPartStart\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x15.surfaced.v1.PartKindR\x04kind\"\\\n" +
+	"\tPartDelta\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x15.surfaced.v1.PartKindR\x04kind\x12\x14\n" +
+	"\x05delta\x18\x03 \x01(\tR\x05delta\"D\n" +
+	"\aPartEnd\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x15.surfaced.v1.PartKindR\x04kind\"O\n" +
+	"\x0eToolInputStart\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x1b\n" +
+	"\ttool_name\x18\x02 \x01(\tR\btoolName\"H\n" +
+	"\x0eToolInputDelta\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x14\n" +
+	"\x05delta\x18\x02 \x01(\tR\x05delta\"i\n" +
+	"\x12ToolInputAvailable\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x1b\n" +
+	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12\x14\n" +
+	"\x05input\x18\x03 \x01(\fR\x05input\"h\n" +
+	"\n" +
+	"ToolOutput\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x16\n" +
+	"\x06output\x18\x02 \x01(\fR\x06output\x12 \n" +
+	"\vpreliminary\x18\x03 \x01(\bR\vpreliminary\"\x83\x01\n" +
+	"\tToolError\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x1d\n" +
+	"\n" +
+	"error_text\x18\x02 \x01(\tR\terrorText\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x03 \x01(\tR\terrorCode\x12\x16\n" +
+	"\x06output\x18\x04 \x01(\fR\x06output\"*\n" +
+	"\tTurnError\x12\x1d\n" +
+	"\n" +
+	"error_text\x18\x01 \x01(\tR\terrorText\"\v\n" +
+	"\tTurnAbort\"e\n" +
+	"\n" +
+	"TurnFinish\x12\x17\n" +
+	"\aturn_id\x18\x01 \x01(\x04R\x06turnId\x12\x1d\n" +
+	"\n" +
+	"prompt_ids\x18\x02 \x03(\x04R\tpromptIds\x12\x1f\n" +
+	"\vstop_reason\x18\x03 \x01(\tR\n" +
+	"stopReason\"!\n" +
+	"\vAgentNotice\x12\x12\n" +
+	"\x04line\x18\x01 \x01(\fR\x04line\"\x9c\x01\n" +
 	"\tSubscribe\x120\n" +
 	"\n" +
 	"subscriber\x18\x01 \x01(\v2\x10.surfaced.v1.PidR\n" +
@@ -2853,7 +4796,11 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\x06signal\x18\x03 \x01(\tR\x06signal\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x1f\n" +
 	"\vstderr_tail\x18\x05 \x01(\tR\n" +
-	"stderrTailB;Z9github.com/surfaced/surfaced/proto/surfaced/v1;surfacedv1b\x06proto3"
+	"stderrTail*R\n" +
+	"\bPartKind\x12\x19\n" +
+	"\x15PART_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0ePART_KIND_TEXT\x10\x01\x12\x17\n" +
+	"\x13PART_KIND_REASONING\x10\x02B;Z9github.com/surfaced/surfaced/proto/surfaced/v1;surfacedv1b\x06proto3"
 
 var (
 	file_surfaced_v1_session_proto_rawDescOnce sync.Once
@@ -2867,88 +4814,141 @@ func file_surfaced_v1_session_proto_rawDescGZIP() []byte {
 	return file_surfaced_v1_session_proto_rawDescData
 }
 
-var file_surfaced_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_surfaced_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_surfaced_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_surfaced_v1_session_proto_goTypes = []any{
-	(*Pid)(nil),              // 0: surfaced.v1.Pid
-	(*Error)(nil),            // 1: surfaced.v1.Error
-	(*Frame)(nil),            // 2: surfaced.v1.Frame
-	(*Frames)(nil),           // 3: surfaced.v1.Frames
-	(*Subscribe)(nil),        // 4: surfaced.v1.Subscribe
-	(*SubscribeResult)(nil),  // 5: surfaced.v1.SubscribeResult
-	(*Unsubscribe)(nil),      // 6: surfaced.v1.Unsubscribe
-	(*Caller)(nil),           // 7: surfaced.v1.Caller
-	(*GetSummary)(nil),       // 8: surfaced.v1.GetSummary
-	(*SurfaceInfo)(nil),      // 9: surfaced.v1.SurfaceInfo
-	(*SessionSummary)(nil),   // 10: surfaced.v1.SessionSummary
-	(*Image)(nil),            // 11: surfaced.v1.Image
-	(*Prompt)(nil),           // 12: surfaced.v1.Prompt
-	(*PromptResult)(nil),     // 13: surfaced.v1.PromptResult
-	(*Abort)(nil),            // 14: surfaced.v1.Abort
-	(*AbortResult)(nil),      // 15: surfaced.v1.AbortResult
-	(*RunCommand)(nil),       // 16: surfaced.v1.RunCommand
-	(*CommandResult)(nil),    // 17: surfaced.v1.CommandResult
-	(*SetState)(nil),         // 18: surfaced.v1.SetState
-	(*SetStateResult)(nil),   // 19: surfaced.v1.SetStateResult
-	(*KVEntry)(nil),          // 20: surfaced.v1.KVEntry
-	(*GetState)(nil),         // 21: surfaced.v1.GetState
-	(*StateEntries)(nil),     // 22: surfaced.v1.StateEntries
-	(*GetMessages)(nil),      // 23: surfaced.v1.GetMessages
-	(*TranscriptEntry)(nil),  // 24: surfaced.v1.TranscriptEntry
-	(*Transcript)(nil),       // 25: surfaced.v1.Transcript
-	(*UIResponse)(nil),       // 26: surfaced.v1.UIResponse
-	(*UIResponseResult)(nil), // 27: surfaced.v1.UIResponseResult
-	(*Stop)(nil),             // 28: surfaced.v1.Stop
-	(*StopResult)(nil),       // 29: surfaced.v1.StopResult
-	(*ListSurfaces)(nil),     // 30: surfaced.v1.ListSurfaces
-	(*SurfaceList)(nil),      // 31: surfaced.v1.SurfaceList
-	(*StateCommitted)(nil),   // 32: surfaced.v1.StateCommitted
-	(*AgentAvailable)(nil),   // 33: surfaced.v1.AgentAvailable
-	(*AgentSend)(nil),        // 34: surfaced.v1.AgentSend
-	(*AgentReply)(nil),       // 35: surfaced.v1.AgentReply
-	(*AgentLine)(nil),        // 36: surfaced.v1.AgentLine
-	(*AgentLines)(nil),       // 37: surfaced.v1.AgentLines
-	(*AgentDiagnostic)(nil),  // 38: surfaced.v1.AgentDiagnostic
-	(*AgentExited)(nil),      // 39: surfaced.v1.AgentExited
+	(PartKind)(0),              // 0: surfaced.v1.PartKind
+	(*Pid)(nil),                // 1: surfaced.v1.Pid
+	(*Error)(nil),              // 2: surfaced.v1.Error
+	(*Frame)(nil),              // 3: surfaced.v1.Frame
+	(*Frames)(nil),             // 4: surfaced.v1.Frames
+	(*Event)(nil),              // 5: surfaced.v1.Event
+	(*StateEvent)(nil),         // 6: surfaced.v1.StateEvent
+	(*StatusEvent)(nil),        // 7: surfaced.v1.StatusEvent
+	(*UIRequestEvent)(nil),     // 8: surfaced.v1.UIRequestEvent
+	(*DiagnosticEvent)(nil),    // 9: surfaced.v1.DiagnosticEvent
+	(*ResyncEvent)(nil),        // 10: surfaced.v1.ResyncEvent
+	(*EndEvent)(nil),           // 11: surfaced.v1.EndEvent
+	(*ChatEvent)(nil),          // 12: surfaced.v1.ChatEvent
+	(*UserMessage)(nil),        // 13: surfaced.v1.UserMessage
+	(*TurnStart)(nil),          // 14: surfaced.v1.TurnStart
+	(*StepStart)(nil),          // 15: surfaced.v1.StepStart
+	(*StepFinish)(nil),         // 16: surfaced.v1.StepFinish
+	(*PartStart)(nil),          // 17: surfaced.v1.PartStart
+	(*PartDelta)(nil),          // 18: surfaced.v1.PartDelta
+	(*PartEnd)(nil),            // 19: surfaced.v1.PartEnd
+	(*ToolInputStart)(nil),     // 20: surfaced.v1.ToolInputStart
+	(*ToolInputDelta)(nil),     // 21: surfaced.v1.ToolInputDelta
+	(*ToolInputAvailable)(nil), // 22: surfaced.v1.ToolInputAvailable
+	(*ToolOutput)(nil),         // 23: surfaced.v1.ToolOutput
+	(*ToolError)(nil),          // 24: surfaced.v1.ToolError
+	(*TurnError)(nil),          // 25: surfaced.v1.TurnError
+	(*TurnAbort)(nil),          // 26: surfaced.v1.TurnAbort
+	(*TurnFinish)(nil),         // 27: surfaced.v1.TurnFinish
+	(*AgentNotice)(nil),        // 28: surfaced.v1.AgentNotice
+	(*Subscribe)(nil),          // 29: surfaced.v1.Subscribe
+	(*SubscribeResult)(nil),    // 30: surfaced.v1.SubscribeResult
+	(*Unsubscribe)(nil),        // 31: surfaced.v1.Unsubscribe
+	(*Caller)(nil),             // 32: surfaced.v1.Caller
+	(*GetSummary)(nil),         // 33: surfaced.v1.GetSummary
+	(*SurfaceInfo)(nil),        // 34: surfaced.v1.SurfaceInfo
+	(*SessionSummary)(nil),     // 35: surfaced.v1.SessionSummary
+	(*Image)(nil),              // 36: surfaced.v1.Image
+	(*Prompt)(nil),             // 37: surfaced.v1.Prompt
+	(*PromptResult)(nil),       // 38: surfaced.v1.PromptResult
+	(*Abort)(nil),              // 39: surfaced.v1.Abort
+	(*AbortResult)(nil),        // 40: surfaced.v1.AbortResult
+	(*RunCommand)(nil),         // 41: surfaced.v1.RunCommand
+	(*CommandResult)(nil),      // 42: surfaced.v1.CommandResult
+	(*SetState)(nil),           // 43: surfaced.v1.SetState
+	(*SetStateResult)(nil),     // 44: surfaced.v1.SetStateResult
+	(*KVEntry)(nil),            // 45: surfaced.v1.KVEntry
+	(*GetState)(nil),           // 46: surfaced.v1.GetState
+	(*StateEntries)(nil),       // 47: surfaced.v1.StateEntries
+	(*GetMessages)(nil),        // 48: surfaced.v1.GetMessages
+	(*TranscriptEntry)(nil),    // 49: surfaced.v1.TranscriptEntry
+	(*Transcript)(nil),         // 50: surfaced.v1.Transcript
+	(*UIResponse)(nil),         // 51: surfaced.v1.UIResponse
+	(*UIResponseResult)(nil),   // 52: surfaced.v1.UIResponseResult
+	(*Stop)(nil),               // 53: surfaced.v1.Stop
+	(*StopResult)(nil),         // 54: surfaced.v1.StopResult
+	(*ListSurfaces)(nil),       // 55: surfaced.v1.ListSurfaces
+	(*SurfaceList)(nil),        // 56: surfaced.v1.SurfaceList
+	(*StateCommitted)(nil),     // 57: surfaced.v1.StateCommitted
+	(*AgentAvailable)(nil),     // 58: surfaced.v1.AgentAvailable
+	(*AgentSend)(nil),          // 59: surfaced.v1.AgentSend
+	(*AgentReply)(nil),         // 60: surfaced.v1.AgentReply
+	(*AgentLine)(nil),          // 61: surfaced.v1.AgentLine
+	(*AgentLines)(nil),         // 62: surfaced.v1.AgentLines
+	(*AgentDiagnostic)(nil),    // 63: surfaced.v1.AgentDiagnostic
+	(*AgentExited)(nil),        // 64: surfaced.v1.AgentExited
 }
 var file_surfaced_v1_session_proto_depIdxs = []int32{
-	2,  // 0: surfaced.v1.Frames.frames:type_name -> surfaced.v1.Frame
-	0,  // 1: surfaced.v1.Subscribe.subscriber:type_name -> surfaced.v1.Pid
-	1,  // 2: surfaced.v1.SubscribeResult.error:type_name -> surfaced.v1.Error
-	0,  // 3: surfaced.v1.Unsubscribe.subscriber:type_name -> surfaced.v1.Pid
-	7,  // 4: surfaced.v1.GetSummary.caller:type_name -> surfaced.v1.Caller
-	9,  // 5: surfaced.v1.SessionSummary.surfaces:type_name -> surfaced.v1.SurfaceInfo
-	1,  // 6: surfaced.v1.SessionSummary.error:type_name -> surfaced.v1.Error
-	7,  // 7: surfaced.v1.Prompt.caller:type_name -> surfaced.v1.Caller
-	11, // 8: surfaced.v1.Prompt.images:type_name -> surfaced.v1.Image
-	1,  // 9: surfaced.v1.PromptResult.error:type_name -> surfaced.v1.Error
-	7,  // 10: surfaced.v1.Abort.caller:type_name -> surfaced.v1.Caller
-	1,  // 11: surfaced.v1.AbortResult.error:type_name -> surfaced.v1.Error
-	7,  // 12: surfaced.v1.RunCommand.caller:type_name -> surfaced.v1.Caller
-	1,  // 13: surfaced.v1.CommandResult.error:type_name -> surfaced.v1.Error
-	1,  // 14: surfaced.v1.CommandResult.refused:type_name -> surfaced.v1.Error
-	7,  // 15: surfaced.v1.SetState.caller:type_name -> surfaced.v1.Caller
-	1,  // 16: surfaced.v1.SetStateResult.error:type_name -> surfaced.v1.Error
-	7,  // 17: surfaced.v1.GetState.caller:type_name -> surfaced.v1.Caller
-	20, // 18: surfaced.v1.StateEntries.entries:type_name -> surfaced.v1.KVEntry
-	1,  // 19: surfaced.v1.StateEntries.error:type_name -> surfaced.v1.Error
-	7,  // 20: surfaced.v1.GetMessages.caller:type_name -> surfaced.v1.Caller
-	24, // 21: surfaced.v1.Transcript.entries:type_name -> surfaced.v1.TranscriptEntry
-	1,  // 22: surfaced.v1.Transcript.error:type_name -> surfaced.v1.Error
-	7,  // 23: surfaced.v1.UIResponse.caller:type_name -> surfaced.v1.Caller
-	1,  // 24: surfaced.v1.UIResponseResult.error:type_name -> surfaced.v1.Error
-	7,  // 25: surfaced.v1.Stop.caller:type_name -> surfaced.v1.Caller
-	1,  // 26: surfaced.v1.StopResult.error:type_name -> surfaced.v1.Error
-	7,  // 27: surfaced.v1.ListSurfaces.caller:type_name -> surfaced.v1.Caller
-	9,  // 28: surfaced.v1.SurfaceList.surfaces:type_name -> surfaced.v1.SurfaceInfo
-	1,  // 29: surfaced.v1.SurfaceList.error:type_name -> surfaced.v1.Error
-	0,  // 30: surfaced.v1.AgentAvailable.agent:type_name -> surfaced.v1.Pid
-	0,  // 31: surfaced.v1.AgentSend.reply_to:type_name -> surfaced.v1.Pid
-	36, // 32: surfaced.v1.AgentLines.lines:type_name -> surfaced.v1.AgentLine
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	5,  // 0: surfaced.v1.Frame.event:type_name -> surfaced.v1.Event
+	3,  // 1: surfaced.v1.Frames.frames:type_name -> surfaced.v1.Frame
+	6,  // 2: surfaced.v1.Event.state:type_name -> surfaced.v1.StateEvent
+	7,  // 3: surfaced.v1.Event.status:type_name -> surfaced.v1.StatusEvent
+	12, // 4: surfaced.v1.Event.chat:type_name -> surfaced.v1.ChatEvent
+	8,  // 5: surfaced.v1.Event.ui_request:type_name -> surfaced.v1.UIRequestEvent
+	9,  // 6: surfaced.v1.Event.diagnostic:type_name -> surfaced.v1.DiagnosticEvent
+	10, // 7: surfaced.v1.Event.resync:type_name -> surfaced.v1.ResyncEvent
+	11, // 8: surfaced.v1.Event.end:type_name -> surfaced.v1.EndEvent
+	13, // 9: surfaced.v1.ChatEvent.user_message:type_name -> surfaced.v1.UserMessage
+	14, // 10: surfaced.v1.ChatEvent.turn_start:type_name -> surfaced.v1.TurnStart
+	15, // 11: surfaced.v1.ChatEvent.step_start:type_name -> surfaced.v1.StepStart
+	17, // 12: surfaced.v1.ChatEvent.part_start:type_name -> surfaced.v1.PartStart
+	18, // 13: surfaced.v1.ChatEvent.part_delta:type_name -> surfaced.v1.PartDelta
+	19, // 14: surfaced.v1.ChatEvent.part_end:type_name -> surfaced.v1.PartEnd
+	20, // 15: surfaced.v1.ChatEvent.tool_input_start:type_name -> surfaced.v1.ToolInputStart
+	21, // 16: surfaced.v1.ChatEvent.tool_input_delta:type_name -> surfaced.v1.ToolInputDelta
+	22, // 17: surfaced.v1.ChatEvent.tool_input:type_name -> surfaced.v1.ToolInputAvailable
+	23, // 18: surfaced.v1.ChatEvent.tool_output:type_name -> surfaced.v1.ToolOutput
+	24, // 19: surfaced.v1.ChatEvent.tool_error:type_name -> surfaced.v1.ToolError
+	16, // 20: surfaced.v1.ChatEvent.step_finish:type_name -> surfaced.v1.StepFinish
+	25, // 21: surfaced.v1.ChatEvent.turn_error:type_name -> surfaced.v1.TurnError
+	26, // 22: surfaced.v1.ChatEvent.turn_abort:type_name -> surfaced.v1.TurnAbort
+	27, // 23: surfaced.v1.ChatEvent.turn_finish:type_name -> surfaced.v1.TurnFinish
+	28, // 24: surfaced.v1.ChatEvent.agent_notice:type_name -> surfaced.v1.AgentNotice
+	0,  // 25: surfaced.v1.PartStart.kind:type_name -> surfaced.v1.PartKind
+	0,  // 26: surfaced.v1.PartDelta.kind:type_name -> surfaced.v1.PartKind
+	0,  // 27: surfaced.v1.PartEnd.kind:type_name -> surfaced.v1.PartKind
+	1,  // 28: surfaced.v1.Subscribe.subscriber:type_name -> surfaced.v1.Pid
+	2,  // 29: surfaced.v1.SubscribeResult.error:type_name -> surfaced.v1.Error
+	1,  // 30: surfaced.v1.Unsubscribe.subscriber:type_name -> surfaced.v1.Pid
+	32, // 31: surfaced.v1.GetSummary.caller:type_name -> surfaced.v1.Caller
+	34, // 32: surfaced.v1.SessionSummary.surfaces:type_name -> surfaced.v1.SurfaceInfo
+	2,  // 33: surfaced.v1.SessionSummary.error:type_name -> surfaced.v1.Error
+	32, // 34: surfaced.v1.Prompt.caller:type_name -> surfaced.v1.Caller
+	36, // 35: surfaced.v1.Prompt.images:type_name -> surfaced.v1.Image
+	2,  // 36: surfaced.v1.PromptResult.error:type_name -> surfaced.v1.Error
+	32, // 37: surfaced.v1.Abort.caller:type_name -> surfaced.v1.Caller
+	2,  // 38: surfaced.v1.AbortResult.error:type_name -> surfaced.v1.Error
+	32, // 39: surfaced.v1.RunCommand.caller:type_name -> surfaced.v1.Caller
+	2,  // 40: surfaced.v1.CommandResult.error:type_name -> surfaced.v1.Error
+	2,  // 41: surfaced.v1.CommandResult.refused:type_name -> surfaced.v1.Error
+	32, // 42: surfaced.v1.SetState.caller:type_name -> surfaced.v1.Caller
+	2,  // 43: surfaced.v1.SetStateResult.error:type_name -> surfaced.v1.Error
+	32, // 44: surfaced.v1.GetState.caller:type_name -> surfaced.v1.Caller
+	45, // 45: surfaced.v1.StateEntries.entries:type_name -> surfaced.v1.KVEntry
+	2,  // 46: surfaced.v1.StateEntries.error:type_name -> surfaced.v1.Error
+	32, // 47: surfaced.v1.GetMessages.caller:type_name -> surfaced.v1.Caller
+	49, // 48: surfaced.v1.Transcript.entries:type_name -> surfaced.v1.TranscriptEntry
+	2,  // 49: surfaced.v1.Transcript.error:type_name -> surfaced.v1.Error
+	32, // 50: surfaced.v1.UIResponse.caller:type_name -> surfaced.v1.Caller
+	2,  // 51: surfaced.v1.UIResponseResult.error:type_name -> surfaced.v1.Error
+	32, // 52: surfaced.v1.Stop.caller:type_name -> surfaced.v1.Caller
+	2,  // 53: surfaced.v1.StopResult.error:type_name -> surfaced.v1.Error
+	32, // 54: surfaced.v1.ListSurfaces.caller:type_name -> surfaced.v1.Caller
+	34, // 55: surfaced.v1.SurfaceList.surfaces:type_name -> surfaced.v1.SurfaceInfo
+	2,  // 56: surfaced.v1.SurfaceList.error:type_name -> surfaced.v1.Error
+	1,  // 57: surfaced.v1.AgentAvailable.agent:type_name -> surfaced.v1.Pid
+	1,  // 58: surfaced.v1.AgentSend.reply_to:type_name -> surfaced.v1.Pid
+	61, // 59: surfaced.v1.AgentLines.lines:type_name -> surfaced.v1.AgentLine
+	60, // [60:60] is the sub-list for method output_type
+	60, // [60:60] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_surfaced_v1_session_proto_init() }
@@ -2956,18 +4956,46 @@ func file_surfaced_v1_session_proto_init() {
 	if File_surfaced_v1_session_proto != nil {
 		return
 	}
+	file_surfaced_v1_session_proto_msgTypes[4].OneofWrappers = []any{
+		(*Event_State)(nil),
+		(*Event_Status)(nil),
+		(*Event_Chat)(nil),
+		(*Event_UiRequest)(nil),
+		(*Event_Diagnostic)(nil),
+		(*Event_Resync)(nil),
+		(*Event_End)(nil),
+	}
+	file_surfaced_v1_session_proto_msgTypes[11].OneofWrappers = []any{
+		(*ChatEvent_UserMessage)(nil),
+		(*ChatEvent_TurnStart)(nil),
+		(*ChatEvent_StepStart)(nil),
+		(*ChatEvent_PartStart)(nil),
+		(*ChatEvent_PartDelta)(nil),
+		(*ChatEvent_PartEnd)(nil),
+		(*ChatEvent_ToolInputStart)(nil),
+		(*ChatEvent_ToolInputDelta)(nil),
+		(*ChatEvent_ToolInput)(nil),
+		(*ChatEvent_ToolOutput)(nil),
+		(*ChatEvent_ToolError)(nil),
+		(*ChatEvent_StepFinish)(nil),
+		(*ChatEvent_TurnError)(nil),
+		(*ChatEvent_TurnAbort)(nil),
+		(*ChatEvent_TurnFinish)(nil),
+		(*ChatEvent_AgentNotice)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_surfaced_v1_session_proto_rawDesc), len(file_surfaced_v1_session_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   40,
+			NumEnums:      1,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_surfaced_v1_session_proto_goTypes,
 		DependencyIndexes: file_surfaced_v1_session_proto_depIdxs,
+		EnumInfos:         file_surfaced_v1_session_proto_enumTypes,
 		MessageInfos:      file_surfaced_v1_session_proto_msgTypes,
 	}.Build()
 	File_surfaced_v1_session_proto = out.File

@@ -1,0 +1,41 @@
+package surfacedv1
+
+// Constructors of the session's events, so that an emitter names what it
+// says in one call.
+
+// ChatChunk is one of the *ChatEvent_… oneof values.
+type ChatChunk = isChatEvent_Chunk
+
+// ChatOf wraps one chat chunk (a *ChatEvent_… value) in an Event.
+func ChatOf(chunk ChatChunk) *Event {
+	return &Event{Event: &Event_Chat{Chat: &ChatEvent{Chunk: chunk}}}
+}
+
+// StateOf is a StateEvent; a deleted key carries no value.
+func StateOf(key string, value []byte, rev uint64, deleted bool) *Event {
+	if deleted {
+		value = nil
+	}
+	return &Event{Event: &Event_State{State: &StateEvent{Key: key, Value: value, Rev: rev, Deleted: deleted}}}
+}
+
+// DiagnosticOf is a DiagnosticEvent.
+func DiagnosticOf(code, message string) *Event {
+	return &Event{Event: &Event_Diagnostic{Diagnostic: &DiagnosticEvent{Code: code, Message: message}}}
+}
+
+// EndOf is an EndEvent.
+func EndOf(reason string) *Event {
+	return &Event{Event: &Event_End{End: &EndEvent{Reason: reason}}}
+}
+
+// ResyncOf is a ResyncEvent.
+func ResyncOf(reason string) *Event {
+	return &Event{Event: &Event_Resync{Resync: &ResyncEvent{Reason: reason}}}
+}
+
+// StatusOf wraps a StatusEvent.
+func StatusOf(s *StatusEvent) *Event { return &Event{Event: &Event_Status{Status: s}} }
+
+// UIRequestOf wraps a UIRequestEvent.
+func UIRequestOf(r *UIRequestEvent) *Event { return &Event{Event: &Event_UiRequest{UiRequest: r}} }
