@@ -602,8 +602,8 @@ func (g *sessionGateway) turnEnded(promptIDs []uint64, stop string) {
 func (g *sessionGateway) ui(ev *pb.UIRequestEvent) {
 	r := struct {
 		ID, Method, Title, Message string
-		Options                   []string
-		Resolved                  bool
+		Options                    []string
+		Resolved                   bool
 	}{ev.GetId(), ev.GetMethod(), ev.GetTitle(), ev.GetMessage(), ev.GetOptions(), ev.GetResolved()}
 	if r.Resolved {
 		if d := g.dialogs[r.ID]; d != nil {
