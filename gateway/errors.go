@@ -41,7 +41,7 @@ func statusOf(code string) int {
 		return http.StatusBadRequest
 	case session.CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case session.CodeMoved:
+	case session.CodeMoved, session.CodeStoreUnavailable:
 		return http.StatusServiceUnavailable
 	default:
 		return http.StatusInternalServerError

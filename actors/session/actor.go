@@ -11,10 +11,11 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
-	"google.golang.org/protobuf/proto"
 
 	agentactor "github.com/surfaced/surfaced/actors/agentproc"
 	"github.com/surfaced/surfaced/actors/dispatch"
+	"github.com/surfaced/surfaced/actors/session/internal/hub"
+	"github.com/surfaced/surfaced/actors/session/internal/kv"
 	"github.com/surfaced/surfaced/actors/surface"
 	proc "github.com/surfaced/surfaced/agentproc"
 	"github.com/surfaced/surfaced/internal/wire"
@@ -48,6 +49,9 @@ const (
 	CodeInternal      = "internal"
 	CodeImagesRefused = "images_not_supported"
 	CodeEmptyPrompt   = "empty_prompt"
+	// CodeStoreUnavailable: the store could not take the write; nothing was
+	// applied (try again).
+	CodeStoreUnavailable = "store_unavailable"
 )
 
 // Config is what a session actor is spawned with.
@@ -67,12 +71,6 @@ func Props(cfg Config) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return newSessionActor(cfg) }, append([]actor.PropsOption{dispatch.Option()}, opts...)...)
 }
 
-type subscriber struct {
-	pid     *actor.PID
-	kind    string
-	subject string
-}
-
 type domainRef struct {
 	pid         *actor.PID
 	hosted      string
@@ -85,32 +83,23 @@ type domainRef struct {
 	registered bool
 }
 
-type kvEntry struct {
-	value   json.RawMessage
-	rev     uint64
-	deleted bool
-}
-
 type sessionActor struct {
-	cfg    Config
-	deps   *Deps
-	lim    Limits
-	log    *slog.Logger
-	rec    store.Session
-	spec   AgentSpec
-	self   *actor.PID
-	root   *actor.RootContext
-	flog   *frameLog
-	outbox []*pb.Frame
-	final  bool
+	cfg  Config
+	deps *Deps
+	lim  Limits
+	log  *slog.Logger
+	rec  store.Session
+	spec AgentSpec
+	self *actor.PID
+	root *actor.RootContext
+	hub  *hub.Hub
 
 	status string
 	code   string
 	detail string
 	images bool
 
-	subs    map[string]*subscriber
-	kv      map[string]*kvEntry
+	kv      *kv.Table
 	domains map[string]*domainRef
 
 	// The agent.
@@ -131,9 +120,7 @@ type sessionActor struct {
 	turn     *turn
 	dialogs  map[string]*dialog
 
-	// Writes waiting for durability before their frames and answers go out.
-	wseq     uint64
-	waiting  []*kvWrite
+	// Transcript writes: a read waits until the ones submitted are done.
 	trSubmit uint64
 	trDone   uint64
 	trWait   []func()
@@ -166,8 +153,7 @@ func newSessionActor(cfg Config) *sessionActor {
 		lim:     lim,
 		rec:     cfg.Record,
 		log:     log,
-		subs:    map[string]*subscriber{},
-		kv:      map[string]*kvEntry{},
+		kv:      kv.New(),
 		domains: map[string]*domainRef{},
 		dialogs: map[string]*dialog{},
 		tokens:  float64(lim.CommandsPerSecond),
@@ -223,10 +209,7 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 		s.subscribe(ctx, m)
 	case *pb.Unsubscribe:
 		if p := m.GetSubscriber().Actor(); p != nil {
-			if _, ok := s.subs[p.String()]; ok {
-				delete(s.subs, p.String())
-				ctx.Unwatch(p)
-			}
+			s.hub.Unsubscribe(ctx, p)
 		}
 		s.armIdle(ctx)
 	case *pb.GetSummary:
@@ -347,7 +330,8 @@ func (s *sessionActor) started(ctx actor.Context) {
 	if s.deps.Activated != nil {
 		s.deps.Activated(s.rec.ID, ctx.Self())
 	}
-	s.flog = newFrameLog(newEpoch(), s.lim.ReplayFrames, s.lim.ReplayBytes)
+	s.hub = hub.New(s.rec.ID, newEpoch(), s.lim.ReplayFrames, s.lim.ReplayBytes)
+	s.hub.OnEmit = func(ev *pb.Event) { s.deps.Metrics.Frame(wire.Kind(ev)) }
 
 	spec, ok := s.deps.Agent(s.rec.Agent)
 	s.spec = spec
@@ -363,9 +347,9 @@ func (s *sessionActor) started(ctx actor.Context) {
 		s.log.Error("session KV could not be loaded", "err", err)
 	}
 	sort.Slice(kvs, func(i, j int) bool { return kvs[i].Key < kvs[j].Key })
+	s.kv.Load(kvs)
 	for _, e := range kvs {
-		s.kv[e.Key] = &kvEntry{value: e.Value, rev: e.Rev, deleted: e.Deleted}
-		s.flog.setSticky("state:"+e.Key, s.flog.Append(pb.StateOf(e.Key, e.Value, e.Rev, e.Deleted), ""))
+		s.hub.Seed(pb.StateOf(e.Key, e.Value, e.Rev, e.Deleted), "state:"+e.Key)
 	}
 
 	if s.rec.Status == StatusEnded {
@@ -413,9 +397,9 @@ func (s *sessionActor) spawnDomain(ctx actor.Context, cfg surface.Config, comman
 	cfg.Logger = s.deps.Logger
 	key := proc.SurfaceKey(cfg.Domain)
 	var rev uint64
-	if e, ok := s.kv[key]; ok {
-		cfg.Stored = &store.KV{Key: key, Value: e.value, Rev: e.rev, Deleted: e.deleted}
-		rev = e.rev
+	if e, ok := s.kv.Durable(key); ok {
+		cfg.Stored = &store.KV{Key: key, Value: e.Value, Rev: e.Rev, Deleted: e.Deleted}
+		rev = e.Rev
 	}
 	props := surface.Props(cfg, s.deps.props("surface", s.rec.ID, cfg.Domain)...)
 	pid, err := ctx.SpawnNamed(props, "surface-"+cfg.Domain)
@@ -661,8 +645,7 @@ func (s *sessionActor) closeTurnAndInbox(ctx actor.Context, why string) {
 }
 
 func (s *sessionActor) emitEnd(reason string) {
-	s.emit(pb.EndOf(reason), "")
-	s.final = true
+	s.hub.End(reason)
 }
 
 func (s *sessionActor) stop(ctx actor.Context, m *pb.Stop) {
@@ -693,7 +676,7 @@ func (s *sessionActor) stop(ctx actor.Context, m *pb.Stop) {
 }
 
 func (s *sessionActor) stoppingNow(ctx actor.Context) {
-	if s.deps.Leaser != nil && !s.final && s.flog != nil {
+	if s.deps.Leaser != nil && s.hub != nil && !s.hub.Ending() {
 		// A cluster grain stopped without saying goodbye: the cluster moved
 		// its identity to another member (rebalancing) or this member is
 		// leaving. Its clients reconnect and find it there.
@@ -716,9 +699,9 @@ func (s *sessionActor) stoppingNow(ctx actor.Context) {
 // while nobody watches and no turn runs.
 func (s *sessionActor) armIdle(ctx actor.Context) {
 	switch {
-	case s.status == StatusEnded && len(s.subs) == 0:
+	case s.status == StatusEnded && s.hub.Len() == 0:
 		ctx.SetReceiveTimeout(s.lim.EndedLinger)
-	case s.lim.IdleTimeout > 0 && len(s.subs) == 0 && s.turn == nil && len(s.inbox) == 0:
+	case s.lim.IdleTimeout > 0 && s.hub.Len() == 0 && s.turn == nil && len(s.inbox) == 0:
 		ctx.SetReceiveTimeout(s.lim.IdleTimeout)
 	default:
 		ctx.CancelReceiveTimeout()
@@ -726,7 +709,7 @@ func (s *sessionActor) armIdle(ctx actor.Context) {
 }
 
 func (s *sessionActor) idle(ctx actor.Context) {
-	if len(s.subs) > 0 || s.turn != nil || len(s.inbox) > 0 || len(s.waiting) > 0 {
+	if s.hub.Len() > 0 || s.turn != nil || len(s.inbox) > 0 || s.kv.Pending() > 0 {
 		ctx.CancelReceiveTimeout()
 		return
 	}
@@ -740,9 +723,7 @@ func (s *sessionActor) idle(ctx actor.Context) {
 }
 
 func (s *sessionActor) terminated(ctx actor.Context, m *actor.Terminated) {
-	key := m.Who.String()
-	if _, ok := s.subs[key]; ok {
-		delete(s.subs, key)
+	if s.hub != nil && s.hub.Gone(m.Who) {
 		s.armIdle(ctx)
 	}
 }
@@ -753,29 +734,12 @@ func (s *sessionActor) terminated(ctx actor.Context, m *actor.Terminated) {
 // emit appends a frame to the log; flush sends what was emitted during this
 // message to every subscriber in one batch.
 func (s *sessionActor) emit(ev *pb.Event, stickyKey string) *pb.Frame {
-	f := s.flog.Append(ev, stickyKey)
-	s.deps.Metrics.Frame(wire.Kind(ev))
-	s.outbox = append(s.outbox, f)
-	return f
+	return s.hub.Emit(ev, stickyKey)
 }
 
 func (s *sessionActor) flush(ctx actor.Context) {
-	if len(s.outbox) == 0 {
-		return
-	}
-	batch := &pb.Frames{SessionId: s.rec.ID, Frames: s.outbox, Final: s.final}
-	s.outbox = nil
-	for key, sub := range s.subs {
-		// Request, not Send: the subscriber learns who we are and watches us.
-		ctx.Request(sub.pid, batch)
-		if s.final {
-			ctx.Unwatch(sub.pid)
-			delete(s.subs, key)
-		}
-	}
-	if s.final {
+	if s.hub != nil && s.hub.Flush(ctx) {
 		// Nobody watches any more: an ended session may now linger and go.
-		s.final = false
 		s.armIdle(ctx)
 	}
 }
@@ -794,32 +758,10 @@ func (s *sessionActor) subscribe(ctx actor.Context, m *pb.Subscribe) {
 		ctx.Respond(&pb.SubscribeResult{Error: pb.Err(CodeEnded, "the session has ended")})
 		return
 	}
-	// Everything emitted before this turn is already out to the old
-	// subscribers; replay and registration happen now, in one turn, so the
-	// new subscriber neither misses nor repeats a frame.
-	s.flush(ctx)
-	frames, mode := s.flog.Since(m.GetLastEventId())
-	if mode == ModeResync {
-		id := s.flog.ID(s.flog.head)
-		ev := pb.ResyncOf(resyncReason(m.GetLastEventId(), s.flog))
-		resync := &pb.Frame{Seq: s.flog.head, Id: id, Event: ev, Size: uint32(proto.Size(ev))}
-		frames = append([]*pb.Frame{resync}, s.flog.Sticky()...)
-	}
-	s.deps.Metrics.Subscribed(mode)
-	ctx.Respond(&pb.SubscribeResult{Ok: true, Epoch: s.flog.epoch, Head: s.flog.head, Mode: mode, Replayed: uint32(len(frames))})
-	if len(frames) > 0 {
-		ctx.Request(pid, &pb.Frames{SessionId: s.rec.ID, Frames: frames})
-	}
-	s.subs[pid.String()] = &subscriber{pid: pid, kind: m.GetClientKind(), subject: m.GetSubject()}
-	ctx.Watch(pid)
+	res := s.hub.Subscribe(ctx, hub.Subscriber{PID: pid, Kind: m.GetClientKind(), Subject: m.GetSubject()}, m.GetLastEventId())
+	s.deps.Metrics.Subscribed(res.GetMode())
+	ctx.Respond(res)
 	ctx.CancelReceiveTimeout()
-}
-
-func resyncReason(last string, l *frameLog) string {
-	if _, ok := l.parse(last); !ok {
-		return "the stream position is from another epoch of this session (it restarted or moved)"
-	}
-	return "the stream position is outside the replay window"
 }
 
 func (s *sessionActor) emitStatus() {
@@ -862,8 +804,8 @@ func (s *sessionActor) summary() *pb.SessionSummary {
 		Detail:      s.detail,
 		Queued:      uint32(len(s.inbox)),
 		Images:      s.images,
-		Epoch:       s.flog.epoch,
-		Head:        s.flog.head,
+		Epoch:       s.hub.Log().Epoch(),
+		Head:        s.hub.Log().Head(),
 		Node:        s.deps.NodeID,
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/surfaced/surfaced/actors/session/internal/framelog"
 	"github.com/surfaced/surfaced/actors/surface"
 	"github.com/surfaced/surfaced/metrics"
 	"github.com/surfaced/surfaced/store"
@@ -57,8 +58,8 @@ func (l Limits) withDefaults() Limits {
 			*v = d
 		}
 	}
-	def(&l.ReplayFrames, DefaultReplayFrames)
-	def(&l.ReplayBytes, DefaultReplayBytes)
+	def(&l.ReplayFrames, framelog.DefaultReplayFrames)
+	def(&l.ReplayBytes, framelog.DefaultReplayBytes)
 	def(&l.MaxLine, 16<<20)
 	defd(&l.ReadyTimeout, 30*time.Second)
 	defd(&l.SettleWindow, surface.DefaultSettleWindow)

@@ -20,18 +20,6 @@ import (
 // <ns>.<pref>.
 var PrefKey = regexp.MustCompile(`^[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)+$`)
 
-// kvWrite is a KV write waiting for durability before its frame and answer.
-type kvWrite struct {
-	wseq    uint64
-	key     string
-	value   json.RawMessage
-	rev     uint64
-	deleted bool
-	sender  *actor.PID
-	notify  bool // tell the agent (state_changed)
-	done    bool
-}
-
 func (s *sessionActor) refuseCommand(ctx actor.Context, code, msg string) {
 	ctx.Respond(&pb.CommandResult{Refused: pb.Err(code, msg)})
 }
@@ -106,8 +94,8 @@ func (s *sessionActor) surfaceLine(ctx actor.Context, typ string, line []byte) {
 		}
 		res := proc.SurfaceGetResult{Type: proc.TypeSurfaceGetResult, ID: g.ID}
 		if d, ok := s.domains[g.Domain]; ok && d.registered {
-			if e, ok := s.kv[proc.SurfaceKey(g.Domain)]; ok && !e.deleted {
-				res.OK, res.State, res.Rev = true, e.value, e.rev
+			if e, ok := s.kv.Durable(proc.SurfaceKey(g.Domain)); ok && !e.Deleted {
+				res.OK, res.State, res.Rev = true, e.Value, e.Rev
 			} else {
 				res.OK, res.State = true, json.RawMessage("null")
 			}
@@ -176,75 +164,58 @@ func (s *sessionActor) setState(ctx actor.Context, m *pb.SetState) {
 	}
 }
 
+// kvReply is whom a KV write answers once it is durable (or refused).
+type kvReply struct {
+	sender *actor.PID // the client's request (nil: the agent wrote)
+	notify bool       // tell the agent (state_changed)
+}
+
 // writeKV assigns the key's next rev and persists it; the frame, the answer
 // and the agent's state_changed go out once the write is durable.
 func (s *sessionActor) writeKV(ctx actor.Context, key string, value json.RawMessage, del bool, sender *actor.PID, notify bool) {
-	e := s.kv[key]
-	if e == nil {
-		e = &kvEntry{}
-		s.kv[key] = e
-	}
-	e.rev++
-	if del {
-		e.value, e.deleted = nil, true
-	} else {
-		e.value, e.deleted = value, false
-	}
-	s.wseq++
-	w := &kvWrite{wseq: s.wseq, key: key, value: e.value, rev: e.rev, deleted: del, sender: sender, notify: notify}
-	s.waiting = append(s.waiting, w)
-	self, root, wseq := s.self, s.root, w.wseq
+	w := s.kv.Set(key, value, del, kvReply{sender: sender, notify: notify})
+	self, root, seq := s.self, s.root, w.Seq
 	s.submit(store.Op{
-		KV:   []store.KV{{Key: key, Value: e.value, Rev: e.rev, Deleted: del}},
-		Done: func(err error) { root.Send(self, &kvPersisted{wseq: wseq, err: err}) }})
+		KV:   []store.KV{w.KV()},
+		Done: func(err error) { root.Send(self, &kvPersisted{wseq: seq, err: err}) }})
 }
 
 func (s *sessionActor) kvPersisted(ctx actor.Context, m *kvPersisted) {
 	if errors.Is(m.err, store.ErrFenced) {
 		return // lostLease answers the waiting writers
 	}
-	if m.err != nil {
-		s.log.Error("KV write failed", "err", m.err)
-	}
-	for _, w := range s.waiting {
-		if w.wseq == m.wseq {
-			w.done = true
+	released, refused := s.kv.Persisted(m.wseq, m.err)
+	for _, w := range released {
+		r := w.Reply.(kvReply)
+		s.emit(pb.StateOf(w.Key, w.Value, w.Rev, w.Deleted), "state:"+w.Key)
+		if r.sender != nil {
+			ctx.Send(r.sender, &pb.SetStateResult{Ok: true, Rev: w.Rev})
+		}
+		if r.notify && s.announced {
+			s.send(ctx, proc.StateChanged{Type: proc.TypeStateChanged, Key: w.Key, Value: w.Value, Rev: w.Rev, Deleted: w.Deleted}, false)
 		}
 	}
-	n := 0
-	for _, w := range s.waiting {
-		if !w.done {
-			break
-		}
-		n++
-		s.emit(pb.StateOf(w.key, w.value, w.rev, w.deleted), "state:"+w.key)
-		if w.sender != nil {
-			ctx.Send(w.sender, &pb.SetStateResult{Ok: true, Rev: w.rev})
-		}
-		if w.notify && s.announced {
-			s.send(ctx, proc.StateChanged{Type: proc.TypeStateChanged, Key: w.key, Value: w.value, Rev: w.rev, Deleted: w.deleted}, false)
+	if len(refused) > 0 {
+		s.log.Error("KV write failed; the write and the ones made after it are refused", "err", m.err, "writes", len(refused))
+	}
+	for _, w := range refused {
+		if r := w.Reply.(kvReply); r.sender != nil {
+			ctx.Send(r.sender, &pb.SetStateResult{Error: pb.Err(CodeStoreUnavailable, "the store could not be written; the value was not saved")})
 		}
 	}
-	s.waiting = s.waiting[n:]
 }
 
 // stateCommitted publishes a domain actor's durable snapshot.
 func (s *sessionActor) stateCommitted(ctx actor.Context, m *pb.StateCommitted) {
 	key := m.GetKey()
-	e := s.kv[key]
-	if e == nil {
-		e = &kvEntry{}
-		s.kv[key] = e
-	}
-	if m.GetRev() <= e.rev && e.value != nil {
-		s.log.Warn("stale snapshot ignored", "key", key, "rev", m.GetRev(), "have", e.rev)
+	if !s.kv.Commit(key, m.GetValue(), m.GetRev(), m.GetDeleted()) {
+		s.log.Warn("stale snapshot ignored", "key", key, "rev", m.GetRev())
 		return
 	}
-	e.value, e.rev, e.deleted = m.GetValue(), m.GetRev(), m.GetDeleted()
 	if d, ok := s.domains[strings.TrimPrefix(key, proc.SurfaceKeyPrefix)]; ok {
 		d.rev = m.GetRev()
 	}
-	s.emit(pb.StateOf(key, e.value, e.rev, e.deleted), "state:"+key)
+	s.emit(pb.StateOf(key, m.GetValue(), m.GetRev(), m.GetDeleted()), "state:"+key)
 }
 
 func (s *sessionActor) getState(ctx actor.Context, m *pb.GetState) {
@@ -253,8 +224,9 @@ func (s *sessionActor) getState(ctx actor.Context, m *pb.GetState) {
 		return
 	}
 	out := &pb.StateEntries{}
-	for k, e := range s.kv {
-		out.Entries = append(out.Entries, &pb.KVEntry{Key: k, Value: e.value, Rev: e.rev, Deleted: e.deleted})
+	for _, k := range s.kv.Keys() {
+		e, _ := s.kv.Durable(k)
+		out.Entries = append(out.Entries, &pb.KVEntry{Key: k, Value: e.Value, Rev: e.Rev, Deleted: e.Deleted})
 	}
 	ctx.Respond(out)
 }

@@ -144,12 +144,11 @@ func (s *sessionActor) lostLease(ctx actor.Context, err error) {
 	}
 	// Writes waiting for durability were refused: their callers ask again
 	// (the cluster directory does, and finds the new owner).
-	for _, w := range s.waiting {
-		if w.sender != nil {
-			ctx.Send(w.sender, &pb.SetStateResult{Error: pb.Err(CodeMoved, "the session moved to another node; try again")})
+	for _, w := range s.kv.RefuseAll() {
+		if r := w.Reply.(kvReply); r.sender != nil {
+			ctx.Send(r.sender, &pb.SetStateResult{Error: pb.Err(CodeMoved, "the session moved to another node; try again")})
 		}
 	}
-	s.waiting = nil
 	s.emitEnd("moved")
 	s.flush(ctx)
 	s.stopAgent(ctx)

@@ -760,7 +760,7 @@ func (s *sessionActor) uiResponse(ctx actor.Context, m *pb.UIResponse) {
 
 func (s *sessionActor) resolveDialog(d *dialog) {
 	delete(s.dialogs, d.id)
-	s.flog.Unstick("ui:" + d.id)
+	s.hub.Unstick("ui:" + d.id)
 	s.emit(pb.UIRequestOf(&pb.UIRequestEvent{Id: d.id, Method: d.method, Resolved: true}), "")
 }
 

@@ -1,4 +1,9 @@
-package session
+// Package framelog is a session's frame log: every frame a client can see
+// gets the next sequence number; the newest frames stay in a bounded replay
+// window; the last frame of each sticky key (state keys, the session status,
+// open dialogs) is kept for new subscribers. A reconnecting client resumes
+// exactly after the last id it saw, or is told to resync.
+package framelog
 
 import (
 	"strconv"
@@ -22,11 +27,9 @@ const (
 	DefaultReplayBytes  = 4 << 20
 )
 
-// frameLog is a session's frame log: every client-visible frame gets the next
-// seq; the newest frames stay in a bounded replay window; the last frame of
-// each sticky key is kept for new subscribers. It belongs to the session
-// actor (one goroutine at a time).
-type frameLog struct {
+// Log is one session's frame log. It belongs to the session actor: one
+// goroutine at a time, no locks.
+type Log struct {
 	epoch     string
 	head      uint64
 	maxFrames int
@@ -46,26 +49,28 @@ type stickyEntry struct {
 	frame *pb.Frame // nil: removed
 }
 
-func newFrameLog(epoch string, maxFrames, maxBytes int) *frameLog {
+// New returns an empty log of epoch keeping at most maxFrames frames and
+// maxBytes bytes for replay (0: the defaults).
+func New(epoch string, maxFrames, maxBytes int) *Log {
 	if maxFrames <= 0 {
 		maxFrames = DefaultReplayFrames
 	}
 	if maxBytes <= 0 {
 		maxBytes = DefaultReplayBytes
 	}
-	return &frameLog{epoch: epoch, maxFrames: maxFrames, maxBytes: maxBytes, sticky: map[string]int{}}
+	return &Log{epoch: epoch, maxFrames: maxFrames, maxBytes: maxBytes, sticky: map[string]int{}}
 }
 
 func frameSize(f *pb.Frame) int { return int(f.Size) + len(f.Id) + 48 }
 
 // ID formats an SSE id of this log.
-func (l *frameLog) ID(seq uint64) string {
+func (l *Log) ID(seq uint64) string {
 	return l.epoch + "-" + strconv.FormatUint(seq, 10)
 }
 
 // Append assigns the next seq to an event's frame and keeps it in the
 // window. A non-empty stickyKey makes it the key's last frame.
-func (l *frameLog) Append(ev *pb.Event, stickyKey string) *pb.Frame {
+func (l *Log) Append(ev *pb.Event, stickyKey string) *pb.Frame {
 	l.head++
 	f := &pb.Frame{Seq: l.head, Id: l.ID(l.head), Event: ev, Size: uint32(proto.Size(ev))}
 	l.ring = append(l.ring, f)
@@ -80,12 +85,13 @@ func (l *frameLog) Append(ev *pb.Event, stickyKey string) *pb.Frame {
 		l.start = 0
 	}
 	if stickyKey != "" {
-		l.setSticky(stickyKey, f)
+		l.SetSticky(stickyKey, f)
 	}
 	return f
 }
 
-func (l *frameLog) setSticky(key string, f *pb.Frame) {
+// SetSticky makes f the last frame of a sticky key.
+func (l *Log) SetSticky(key string, f *pb.Frame) {
 	if i, ok := l.sticky[key]; ok {
 		l.order[i].frame = f
 		return
@@ -95,7 +101,7 @@ func (l *frameLog) setSticky(key string, f *pb.Frame) {
 }
 
 // Unstick removes a sticky key (a dialog that was answered).
-func (l *frameLog) Unstick(key string) {
+func (l *Log) Unstick(key string) {
 	i, ok := l.sticky[key]
 	if !ok {
 		return
@@ -121,7 +127,7 @@ func (l *frameLog) Unstick(key string) {
 
 // Sticky returns the sticky frames, each re-labelled with the id of the
 // current head ("the state as of head"), in key insertion order.
-func (l *frameLog) Sticky() []*pb.Frame {
+func (l *Log) Sticky() []*pb.Frame {
 	id := l.ID(l.head)
 	out := make([]*pb.Frame, 0, len(l.sticky))
 	for _, e := range l.order {
@@ -134,7 +140,7 @@ func (l *frameLog) Sticky() []*pb.Frame {
 }
 
 // Oldest is the seq of the oldest frame still in the window (head+1 when empty).
-func (l *frameLog) Oldest() uint64 {
+func (l *Log) Oldest() uint64 {
 	if len(l.ring) == l.start {
 		return l.head + 1
 	}
@@ -146,11 +152,11 @@ func (l *frameLog) Oldest() uint64 {
 // frames; a resumable one the frames after its position; any other (another
 // epoch, a position outside the window or ahead of the head, garbage) gets a
 // resync frame and the sticky frames.
-func (l *frameLog) Since(lastEventID string) ([]*pb.Frame, string) {
+func (l *Log) Since(lastEventID string) ([]*pb.Frame, string) {
 	if lastEventID == "" {
 		return l.Sticky(), ModeFresh
 	}
-	seq, ok := l.parse(lastEventID)
+	seq, ok := l.Parse(lastEventID)
 	if !ok || seq > l.head || seq+1 < l.Oldest() {
 		return nil, ModeResync
 	}
@@ -160,7 +166,14 @@ func (l *frameLog) Since(lastEventID string) ([]*pb.Frame, string) {
 	return out, ModeResumed
 }
 
-func (l *frameLog) parse(id string) (uint64, bool) {
+// Epoch is the log's epoch: it changes only when a log starts from nothing.
+func (l *Log) Epoch() string { return l.epoch }
+
+// Head is the seq of the newest frame (0 before the first).
+func (l *Log) Head() uint64 { return l.head }
+
+// Parse reads the seq of an id of this log's epoch.
+func (l *Log) Parse(id string) (uint64, bool) {
 	epoch, seqText, ok := strings.Cut(id, "-")
 	if !ok || epoch != l.epoch {
 		return 0, false

@@ -1,0 +1,155 @@
+package hub
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/surfaced/surfaced/internal/wire"
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+)
+
+// recorder is a Messenger that keeps what was sent.
+type recorder struct {
+	sent    map[string][]*pb.Frames
+	watched map[string]bool
+}
+
+func newRecorder() *recorder {
+	return &recorder{sent: map[string][]*pb.Frames{}, watched: map[string]bool{}}
+}
+
+func (r *recorder) Request(pid *actor.PID, msg any) {
+	r.sent[pid.Id] = append(r.sent[pid.Id], msg.(*pb.Frames))
+}
+func (r *recorder) Watch(pid *actor.PID)   { r.watched[pid.Id] = true }
+func (r *recorder) Unwatch(pid *actor.PID) { delete(r.watched, pid.Id) }
+
+func (r *recorder) frames(id string) []*pb.Frame {
+	var out []*pb.Frame
+	for _, b := range r.sent[id] {
+		out = append(out, b.Frames...)
+	}
+	return out
+}
+
+func state(key string, rev uint64) *pb.Event {
+	return pb.StateOf(key, []byte(fmt.Sprintf(`{"rev":%d}`, rev)), rev, false)
+}
+
+func sub(id string) Subscriber { return Subscriber{PID: actor.NewPID("local", id), Kind: "sse"} }
+
+func TestFreshResumedAndResync(t *testing.T) {
+	h := New("s1", "ep", 4, 1<<20)
+	m := newRecorder()
+	h.Emit(state("a.x", 1), "state:a.x")
+	h.Emit(pb.DiagnosticOf("c", "m"), "")
+	h.Emit(state("a.x", 2), "state:a.x")
+
+	res := h.Subscribe(m, sub("fresh"), "")
+	if res.GetMode() != ModeFresh || res.GetHead() != 3 {
+		t.Fatalf("fresh: %v", res)
+	}
+	got := m.frames("fresh")
+	if len(got) != 1 || got[0].GetId() != "ep-3" || got[0].GetEvent().GetState().GetRev() != 2 {
+		t.Fatalf("fresh subscriber got %v; want the sticky state as of head", got)
+	}
+	if !m.watched["fresh"] {
+		t.Fatal("subscriber not watched")
+	}
+
+	res = h.Subscribe(m, sub("resumed"), "ep-1")
+	if res.GetMode() != ModeResumed {
+		t.Fatalf("resume: %v", res)
+	}
+	if got := m.frames("resumed"); len(got) != 2 || got[0].GetSeq() != 2 || got[1].GetSeq() != 3 {
+		t.Fatalf("resumed got %v; want seq 2 and 3", got)
+	}
+
+	for i := 0; i < 5; i++ {
+		h.Emit(pb.DiagnosticOf("c", "m"), "")
+	}
+	h.Flush(m)
+	res = h.Subscribe(m, sub("late"), "ep-1")
+	if res.GetMode() != ModeResync {
+		t.Fatalf("outside the window: %v", res)
+	}
+	got = m.frames("late")
+	if wire.Kind(got[0].GetEvent()) != wire.KindResync || len(got) != 2 {
+		t.Fatalf("late got %v; want resync then the sticky state", got)
+	}
+	if res := h.Subscribe(m, sub("other"), "zz-1"); res.GetMode() != ModeResync {
+		t.Fatalf("another epoch: %v", res)
+	}
+}
+
+func TestOneBatchPerFlushAndEnd(t *testing.T) {
+	h := New("s1", "ep", 100, 1<<20)
+	m := newRecorder()
+	h.Subscribe(m, sub("a"), "")
+	h.Subscribe(m, sub("b"), "")
+	h.Emit(pb.DiagnosticOf("c", "1"), "")
+	h.Emit(pb.DiagnosticOf("c", "2"), "")
+	if h.Flush(m) {
+		t.Fatal("flush reported an end")
+	}
+	if n := len(m.sent["a"]); n != 1 || len(m.sent["a"][0].Frames) != 2 {
+		t.Fatalf("a got %d batches", n)
+	}
+	if h.Flush(m) {
+		t.Fatal("empty flush")
+	}
+	if len(m.sent["a"]) != 1 {
+		t.Fatal("an empty flush sent a batch")
+	}
+	h.End("stopped")
+	if !h.Flush(m) {
+		t.Fatal("end not reported")
+	}
+	last := m.sent["b"][len(m.sent["b"])-1]
+	if !last.GetFinal() || wire.Kind(last.Frames[len(last.Frames)-1].GetEvent()) != wire.KindEnd {
+		t.Fatalf("last batch %v; want final with the end frame", last)
+	}
+	if h.Len() != 0 || len(m.watched) != 0 {
+		t.Fatalf("after the end: %d subscribers, watched %v", h.Len(), m.watched)
+	}
+}
+
+func TestSubscribeFlushesFirst(t *testing.T) {
+	h := New("s1", "ep", 100, 1<<20)
+	m := newRecorder()
+	h.Subscribe(m, sub("old"), "")
+	h.Emit(pb.DiagnosticOf("c", "pending"), "")
+	res := h.Subscribe(m, sub("new"), "ep-0")
+	if res.GetMode() != ModeResumed {
+		t.Fatalf("%v", res)
+	}
+	// The pending frame went to the old subscriber as live and to the new one as replay: once each.
+	if n := len(m.frames("old")); n != 1 {
+		t.Fatalf("old got %d frames", n)
+	}
+	if n := len(m.frames("new")); n != 1 {
+		t.Fatalf("new got %d frames", n)
+	}
+	h.Flush(m)
+	if n := len(m.frames("new")); n != 1 {
+		t.Fatalf("new got the frame twice")
+	}
+}
+
+func TestUnsubscribeAndGone(t *testing.T) {
+	h := New("s1", "ep", 100, 1<<20)
+	m := newRecorder()
+	h.Subscribe(m, sub("a"), "")
+	h.Subscribe(m, sub("b"), "")
+	if !h.Unsubscribe(m, actor.NewPID("local", "a")) || m.watched["a"] {
+		t.Fatal("a not unsubscribed and unwatched")
+	}
+	if h.Unsubscribe(m, actor.NewPID("local", "a")) {
+		t.Fatal("a unsubscribed twice")
+	}
+	if !h.Gone(actor.NewPID("local", "b")) || h.Len() != 0 {
+		t.Fatal("b not forgotten")
+	}
+}
