@@ -744,3 +744,89 @@ func TestEndedSessionActorLeaves(t *testing.T) {
 		t.Fatalf("summary after it left: %v", s)
 	}
 }
+
+// surfaceAvailable reads a session frame's availability of domain: 1 yes, 0
+// no, -1 not listed.
+func surfaceAvailable(f testkit.Frame, domain string) int {
+	list, _ := f.Data["surfaces"].([]any)
+	for _, x := range list {
+		m, _ := x.(map[string]any)
+		if m["domain"] == domain {
+			if m["available"] == true {
+				return 1
+			}
+			return 0
+		}
+	}
+	return -1
+}
+
+// A domain's availability follows its agent: when the agent crashes its
+// agent-hosted domain stays listed but unavailable (read-only), in the
+// listing and on the session stream, until the restarted agent declares it
+// again.
+func TestSurfaceAvailabilityFollowsTheAgent(t *testing.T) {
+	h := newHarness(t, nil, withLimits(surfaced.Limits{RestartBackoff: 50 * time.Millisecond}))
+	id := h.create("")
+	c, _ := h.subscribe(id, "")
+	c.Wait(t, 10*time.Second, "ready with demo available", func(f testkit.Frame) bool {
+		return f.Kind == "session" && f.Data["status"] == "ready" && surfaceAvailable(f, "demo") == 1
+	})
+	list := h.req(id, &pb.ListSurfaces{Caller: me}).(*pb.SurfaceList)
+	if len(list.GetSurfaces()) != 1 || !list.GetSurfaces()[0].GetAvailable() {
+		t.Fatalf("listing %v; want demo available", list.GetSurfaces())
+	}
+
+	h.cmd(id, "demo", "crash", nil) // the agent exits in the middle of the command
+	c.Wait(t, 10*time.Second, "crashed with demo unavailable", func(f testkit.Frame) bool {
+		return f.Kind == "session" && f.Data["status"] == "error" && surfaceAvailable(f, "demo") == 0
+	})
+	c.Wait(t, 10*time.Second, "ready again with demo available", func(f testkit.Frame) bool {
+		return f.Kind == "session" && f.Data["status"] == "ready" && surfaceAvailable(f, "demo") == 1 &&
+			f.Seq > 0
+	})
+	if r := h.cmd(id, "demo", "increment", nil); !r.GetOk() {
+		t.Fatalf("after the restart: %v", r)
+	}
+}
+
+// surfaced_surface_commands_total counts commands by outcome: ok or the
+// error code, whatever hosts the domain.
+func TestCommandOutcomeMetric(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.create("")
+	c, _ := h.subscribe(id, "")
+	h.waitReady(c)
+	h.cmd(id, "demo", "increment", nil)
+	h.cmd(id, "demo", "fail", nil)
+	h.cmd(id, "demo", "nope", nil)
+	h.cmd(id, "missing", "x", nil)
+	want := map[string]float64{"ok": 1, "nope": 1, "unknown_action": 1, "surface_not_registered": 1}
+	mfs, err := h.rt.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "surfaced_surface_commands_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" {
+					got[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("outcome %q counted %v, want %v (all: %v)", k, got[k], v, got)
+		}
+	}
+	for _, k := range []string{"agent", "native"} {
+		if _, ok := got[k]; ok {
+			t.Errorf("outcome labelled by hosting kind %q: %v", k, got)
+		}
+	}
+}

@@ -184,10 +184,11 @@ func (s *Server) listSessions(c echo.Context) error {
 }
 
 type surfaceJSON struct {
-	Domain   string   `json:"domain"`
-	Commands []string `json:"commands"`
-	Hosted   string   `json:"hosted"`
-	Rev      uint64   `json:"rev"`
+	Domain    string   `json:"domain"`
+	Commands  []string `json:"commands"`
+	Hosted    string   `json:"hosted"`
+	Rev       uint64   `json:"rev"`
+	Available bool     `json:"available"`
 }
 
 func surfacesJSON(in []*pb.SurfaceInfo) []surfaceJSON {
@@ -197,7 +198,7 @@ func surfacesJSON(in []*pb.SurfaceInfo) []surfaceJSON {
 		if cmds == nil {
 			cmds = []string{}
 		}
-		out = append(out, surfaceJSON{Domain: s.GetDomain(), Commands: cmds, Hosted: s.GetHosted(), Rev: s.GetRev()})
+		out = append(out, surfaceJSON{Domain: s.GetDomain(), Commands: cmds, Hosted: s.GetHosted(), Rev: s.GetRev(), Available: s.GetAvailable()})
 	}
 	return out
 }

@@ -395,6 +395,7 @@ func (s *sessionActor) spawnDomain(ctx actor.Context, cfg surface.Config, comman
 	cfg.SettleWindow = s.lim.SettleWindow
 	cfg.MaxSnapshot = s.lim.MaxSnapshot
 	cfg.Logger = s.deps.Logger
+	cfg.Outcome = s.deps.Metrics.Command
 	key := proc.SurfaceKey(cfg.Domain)
 	var rev uint64
 	if e, ok := s.kv.Durable(key); ok {
@@ -765,8 +766,12 @@ func (s *sessionActor) subscribe(ctx actor.Context, m *pb.Subscribe) {
 }
 
 func (s *sessionActor) emitStatus() {
+	surfaces := s.surfaceInfos()
+	for _, d := range surfaces {
+		d.Rev = 0 // revs travel in state frames; the status changes when availability does
+	}
 	s.emit(pb.StatusOf(&pb.StatusEvent{Status: s.status, Busy: s.turn != nil, Code: s.code, Detail: s.detail,
-		Title: s.rec.Title, Queued: uint32(len(s.inbox)), Images: s.images}), "session")
+		Title: s.rec.Title, Queued: uint32(len(s.inbox)), Images: s.images, Surfaces: surfaces}), "session")
 }
 
 func (s *sessionActor) setStatus(status, code, detail string) {
@@ -810,11 +815,21 @@ func (s *sessionActor) summary() *pb.SessionSummary {
 	}
 }
 
+// available reports whether a registered domain takes commands now: a
+// native one always, an agent-hosted one while the agent that declared it
+// runs and is ready.
+func (s *sessionActor) available(d *domainRef) bool {
+	if d.hosted != surface.HostedAgent {
+		return true
+	}
+	return s.agent != nil && s.ready && d.incarnation == s.incarnation
+}
+
 func (s *sessionActor) surfaceInfos() []*pb.SurfaceInfo {
 	out := make([]*pb.SurfaceInfo, 0, len(s.domains))
 	for name, d := range s.domains {
 		if d.registered {
-			out = append(out, &pb.SurfaceInfo{Domain: name, Commands: d.commands, Hosted: d.hosted, Rev: d.rev})
+			out = append(out, &pb.SurfaceInfo{Domain: name, Commands: d.commands, Hosted: d.hosted, Rev: d.rev, Available: s.available(d)})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Domain < out[j].Domain })

@@ -21,6 +21,7 @@ import (
 var PrefKey = regexp.MustCompile(`^[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)+$`)
 
 func (s *sessionActor) refuseCommand(ctx actor.Context, code, msg string) {
+	s.deps.Metrics.Command(code)
 	ctx.Respond(&pb.CommandResult{Refused: pb.Err(code, msg)})
 }
 
@@ -65,7 +66,6 @@ func (s *sessionActor) runCommand(ctx actor.Context, m *pb.RunCommand) {
 			fmt.Sprintf("no surface %q is registered in this session", m.GetDomain()))})
 		return
 	}
-	s.deps.Metrics.Command(d.hosted)
 	ctx.Forward(d.pid)
 }
 

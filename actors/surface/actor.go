@@ -57,6 +57,9 @@ type Config struct {
 	SettleWindow time.Duration // 0: DefaultSettleWindow
 	MaxSnapshot  int           // 0: DefaultMaxSnapshot
 	Logger       *slog.Logger
+	// Outcome, when set, is told the outcome of every command answered:
+	// "ok" or the error code (metrics).
+	Outcome func(outcome string)
 }
 
 // Props returns the props of a domain actor; the session spawns it as a child
@@ -409,10 +412,29 @@ func (d *domainActor) flush(ctx actor.Context) {
 }
 
 func (d *domainActor) reply(ctx actor.Context, to *actor.PID, res *pb.CommandResult) {
-	if to == nil || res == nil {
+	if res == nil {
 		return
 	}
-	ctx.Send(to, res)
+	if d.cfg.Outcome != nil {
+		d.cfg.Outcome(Outcome(res))
+	}
+	if to != nil {
+		ctx.Send(to, res)
+	}
+}
+
+// Outcome is a command result's outcome as metrics count it: "ok", the
+// error code, or the code it was refused with.
+func Outcome(res *pb.CommandResult) string {
+	switch {
+	case res.GetRefused() != nil:
+		return res.GetRefused().GetCode()
+	case res.GetOk():
+		return "ok"
+	case res.GetError().GetCode() != "":
+		return res.GetError().GetCode()
+	}
+	return agentproc.CodeDispatchFailed
 }
 
 // parseDispatchResult normalizes a surface_dispatch_result line. A state of

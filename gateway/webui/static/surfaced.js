@@ -373,7 +373,11 @@
         case "session": {
           const wasReady = this.status && this.status.status === "ready";
           this.status = data;
-          if (data && data.status === "ready" && !wasReady) {
+          if (data && Array.isArray(data.surfaces)) {
+            // The session says which domains are registered and which of them take commands now
+            // (an agent-hosted domain is unavailable while its agent is down).
+            this._setSurfaces(data.surfaces);
+          } else if (data && data.status === "ready" && !wasReady) {
             this._unknownChecked.clear();
             this.refreshSurfaces();
           }
@@ -434,7 +438,7 @@
         domain: domain,
         state: e ? e.value : null,
         rev: e ? e.rev : -1,
-        available: !!info,
+        available: !!info && info.available !== false,
         known: this._surfacesLoaded,
         commands: info && Array.isArray(info.commands) ? info.commands.slice() : [],
         hosted: info ? info.hosted : undefined,
@@ -450,6 +454,14 @@
       return () => this._surfaceListeners.delete(cb);
     }
 
+    _setSurfaces(list) {
+      const next = new Map();
+      for (const s of list) if (s && typeof s.domain === "string") next.set(s.domain, s);
+      this._surfaces = next;
+      this._surfacesLoaded = true;
+      for (const cb of Array.from(this._surfaceListeners)) safeCall(cb, this.surfaces());
+    }
+
     // refreshSurfaces reloads the registered domains. Calls that arrive while a load runs are folded
     // into one more load after it, so the list always reflects a request sent after the trigger.
     refreshSurfaces() {
@@ -463,12 +475,7 @@
             this._refreshAgain = false;
             try {
               const data = await this.client.request("GET", this._path("/surfaces"));
-              const list = (data && Array.isArray(data.surfaces) && data.surfaces) || [];
-              const next = new Map();
-              for (const s of list) if (s && typeof s.domain === "string") next.set(s.domain, s);
-              this._surfaces = next;
-              this._surfacesLoaded = true;
-              for (const cb of Array.from(this._surfaceListeners)) safeCall(cb, this.surfaces());
+              this._setSurfaces((data && Array.isArray(data.surfaces) && data.surfaces) || []);
             } catch (e) {
               // Keep the last list: a transient failure must not make every panel read-only.
               if (root.console && root.console.warn) root.console.warn("surfaced: listing surfaces failed", e);

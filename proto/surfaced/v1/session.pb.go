@@ -565,7 +565,10 @@ type StatusEvent struct {
 	Title  string `protobuf:"bytes,5,opt,name=title,proto3" json:"title,omitempty"`
 	Queued uint32 `protobuf:"varint,6,opt,name=queued,proto3" json:"queued,omitempty"`
 	// Prompts may carry images (the agent's model takes them).
-	Images        bool `protobuf:"varint,7,opt,name=images,proto3" json:"images,omitempty"`
+	Images bool `protobuf:"varint,7,opt,name=images,proto3" json:"images,omitempty"`
+	// The registered domains and whether each can take commands now (an
+	// agent-hosted domain is unavailable while its agent is not running).
+	Surfaces      []*SurfaceInfo `protobuf:"bytes,8,rep,name=surfaces,proto3" json:"surfaces,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -647,6 +650,13 @@ func (x *StatusEvent) GetImages() bool {
 		return x.Images
 	}
 	return false
+}
+
+func (x *StatusEvent) GetSurfaces() []*SurfaceInfo {
+	if x != nil {
+		return x.Surfaces
+	}
+	return nil
 }
 
 // UIRequestEvent: an agent dialog or notice (pi's extension_ui_request), or
@@ -2390,8 +2400,11 @@ type SurfaceInfo struct {
 	Domain   string                 `protobuf:"bytes,1,opt,name=domain,proto3" json:"domain,omitempty"`
 	Commands []string               `protobuf:"bytes,2,rep,name=commands,proto3" json:"commands,omitempty"`
 	// native or agent
-	Hosted        string `protobuf:"bytes,3,opt,name=hosted,proto3" json:"hosted,omitempty"`
-	Rev           uint64 `protobuf:"varint,4,opt,name=rev,proto3" json:"rev,omitempty"`
+	Hosted string `protobuf:"bytes,3,opt,name=hosted,proto3" json:"hosted,omitempty"`
+	Rev    uint64 `protobuf:"varint,4,opt,name=rev,proto3" json:"rev,omitempty"`
+	// The domain takes commands now: native, or its agent is running and
+	// declared it. An unavailable domain is read-only.
+	Available     bool `protobuf:"varint,5,opt,name=available,proto3" json:"available,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2452,6 +2465,13 @@ func (x *SurfaceInfo) GetRev() uint64 {
 		return x.Rev
 	}
 	return 0
+}
+
+func (x *SurfaceInfo) GetAvailable() bool {
+	if x != nil {
+		return x.Available
+	}
+	return false
 }
 
 type SessionSummary struct {
@@ -4491,7 +4511,7 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x10\n" +
 	"\x03rev\x18\x03 \x01(\x04R\x03rev\x12\x18\n" +
-	"\adeleted\x18\x04 \x01(\bR\adeleted\"\xab\x01\n" +
+	"\adeleted\x18\x04 \x01(\bR\adeleted\"\xe1\x01\n" +
 	"\vStatusEvent\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x12\n" +
 	"\x04busy\x18\x02 \x01(\bR\x04busy\x12\x12\n" +
@@ -4499,7 +4519,8 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\x06detail\x18\x04 \x01(\tR\x06detail\x12\x14\n" +
 	"\x05title\x18\x05 \x01(\tR\x05title\x12\x16\n" +
 	"\x06queued\x18\x06 \x01(\rR\x06queued\x12\x16\n" +
-	"\x06images\x18\a \x01(\bR\x06images\"\xb8\x01\n" +
+	"\x06images\x18\a \x01(\bR\x06images\x124\n" +
+	"\bsurfaces\x18\b \x03(\v2\x18.surfaced.v1.SurfaceInfoR\bsurfaces\"\xb8\x01\n" +
 	"\x0eUIRequestEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x1a\n" +
@@ -4636,12 +4657,13 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\x06system\x18\x03 \x01(\bR\x06system\"9\n" +
 	"\n" +
 	"GetSummary\x12+\n" +
-	"\x06caller\x18\x01 \x01(\v2\x13.surfaced.v1.CallerR\x06caller\"k\n" +
+	"\x06caller\x18\x01 \x01(\v2\x13.surfaced.v1.CallerR\x06caller\"\x89\x01\n" +
 	"\vSurfaceInfo\x12\x16\n" +
 	"\x06domain\x18\x01 \x01(\tR\x06domain\x12\x1a\n" +
 	"\bcommands\x18\x02 \x03(\tR\bcommands\x12\x16\n" +
 	"\x06hosted\x18\x03 \x01(\tR\x06hosted\x12\x10\n" +
-	"\x03rev\x18\x04 \x01(\x04R\x03rev\"\xf1\x03\n" +
+	"\x03rev\x18\x04 \x01(\x04R\x03rev\x12\x1c\n" +
+	"\tavailable\x18\x05 \x01(\bR\tavailable\"\xf1\x03\n" +
 	"\x0eSessionSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -4893,62 +4915,63 @@ var file_surfaced_v1_session_proto_depIdxs = []int32{
 	9,  // 6: surfaced.v1.Event.diagnostic:type_name -> surfaced.v1.DiagnosticEvent
 	10, // 7: surfaced.v1.Event.resync:type_name -> surfaced.v1.ResyncEvent
 	11, // 8: surfaced.v1.Event.end:type_name -> surfaced.v1.EndEvent
-	13, // 9: surfaced.v1.ChatEvent.user_message:type_name -> surfaced.v1.UserMessage
-	14, // 10: surfaced.v1.ChatEvent.turn_start:type_name -> surfaced.v1.TurnStart
-	15, // 11: surfaced.v1.ChatEvent.step_start:type_name -> surfaced.v1.StepStart
-	17, // 12: surfaced.v1.ChatEvent.part_start:type_name -> surfaced.v1.PartStart
-	18, // 13: surfaced.v1.ChatEvent.part_delta:type_name -> surfaced.v1.PartDelta
-	19, // 14: surfaced.v1.ChatEvent.part_end:type_name -> surfaced.v1.PartEnd
-	20, // 15: surfaced.v1.ChatEvent.tool_input_start:type_name -> surfaced.v1.ToolInputStart
-	21, // 16: surfaced.v1.ChatEvent.tool_input_delta:type_name -> surfaced.v1.ToolInputDelta
-	22, // 17: surfaced.v1.ChatEvent.tool_input:type_name -> surfaced.v1.ToolInputAvailable
-	23, // 18: surfaced.v1.ChatEvent.tool_output:type_name -> surfaced.v1.ToolOutput
-	24, // 19: surfaced.v1.ChatEvent.tool_error:type_name -> surfaced.v1.ToolError
-	16, // 20: surfaced.v1.ChatEvent.step_finish:type_name -> surfaced.v1.StepFinish
-	25, // 21: surfaced.v1.ChatEvent.turn_error:type_name -> surfaced.v1.TurnError
-	26, // 22: surfaced.v1.ChatEvent.turn_abort:type_name -> surfaced.v1.TurnAbort
-	27, // 23: surfaced.v1.ChatEvent.turn_finish:type_name -> surfaced.v1.TurnFinish
-	28, // 24: surfaced.v1.ChatEvent.agent_notice:type_name -> surfaced.v1.AgentNotice
-	0,  // 25: surfaced.v1.PartStart.kind:type_name -> surfaced.v1.PartKind
-	0,  // 26: surfaced.v1.PartDelta.kind:type_name -> surfaced.v1.PartKind
-	0,  // 27: surfaced.v1.PartEnd.kind:type_name -> surfaced.v1.PartKind
-	1,  // 28: surfaced.v1.Subscribe.subscriber:type_name -> surfaced.v1.Pid
-	2,  // 29: surfaced.v1.SubscribeResult.error:type_name -> surfaced.v1.Error
-	1,  // 30: surfaced.v1.Unsubscribe.subscriber:type_name -> surfaced.v1.Pid
-	32, // 31: surfaced.v1.GetSummary.caller:type_name -> surfaced.v1.Caller
-	34, // 32: surfaced.v1.SessionSummary.surfaces:type_name -> surfaced.v1.SurfaceInfo
-	2,  // 33: surfaced.v1.SessionSummary.error:type_name -> surfaced.v1.Error
-	32, // 34: surfaced.v1.Prompt.caller:type_name -> surfaced.v1.Caller
-	36, // 35: surfaced.v1.Prompt.images:type_name -> surfaced.v1.Image
-	2,  // 36: surfaced.v1.PromptResult.error:type_name -> surfaced.v1.Error
-	32, // 37: surfaced.v1.Abort.caller:type_name -> surfaced.v1.Caller
-	2,  // 38: surfaced.v1.AbortResult.error:type_name -> surfaced.v1.Error
-	32, // 39: surfaced.v1.RunCommand.caller:type_name -> surfaced.v1.Caller
-	2,  // 40: surfaced.v1.CommandResult.error:type_name -> surfaced.v1.Error
-	2,  // 41: surfaced.v1.CommandResult.refused:type_name -> surfaced.v1.Error
-	32, // 42: surfaced.v1.SetState.caller:type_name -> surfaced.v1.Caller
-	2,  // 43: surfaced.v1.SetStateResult.error:type_name -> surfaced.v1.Error
-	32, // 44: surfaced.v1.GetState.caller:type_name -> surfaced.v1.Caller
-	45, // 45: surfaced.v1.StateEntries.entries:type_name -> surfaced.v1.KVEntry
-	2,  // 46: surfaced.v1.StateEntries.error:type_name -> surfaced.v1.Error
-	32, // 47: surfaced.v1.GetMessages.caller:type_name -> surfaced.v1.Caller
-	49, // 48: surfaced.v1.Transcript.entries:type_name -> surfaced.v1.TranscriptEntry
-	2,  // 49: surfaced.v1.Transcript.error:type_name -> surfaced.v1.Error
-	32, // 50: surfaced.v1.UIResponse.caller:type_name -> surfaced.v1.Caller
-	2,  // 51: surfaced.v1.UIResponseResult.error:type_name -> surfaced.v1.Error
-	32, // 52: surfaced.v1.Stop.caller:type_name -> surfaced.v1.Caller
-	2,  // 53: surfaced.v1.StopResult.error:type_name -> surfaced.v1.Error
-	32, // 54: surfaced.v1.ListSurfaces.caller:type_name -> surfaced.v1.Caller
-	34, // 55: surfaced.v1.SurfaceList.surfaces:type_name -> surfaced.v1.SurfaceInfo
-	2,  // 56: surfaced.v1.SurfaceList.error:type_name -> surfaced.v1.Error
-	1,  // 57: surfaced.v1.AgentAvailable.agent:type_name -> surfaced.v1.Pid
-	1,  // 58: surfaced.v1.AgentSend.reply_to:type_name -> surfaced.v1.Pid
-	61, // 59: surfaced.v1.AgentLines.lines:type_name -> surfaced.v1.AgentLine
-	60, // [60:60] is the sub-list for method output_type
-	60, // [60:60] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	34, // 9: surfaced.v1.StatusEvent.surfaces:type_name -> surfaced.v1.SurfaceInfo
+	13, // 10: surfaced.v1.ChatEvent.user_message:type_name -> surfaced.v1.UserMessage
+	14, // 11: surfaced.v1.ChatEvent.turn_start:type_name -> surfaced.v1.TurnStart
+	15, // 12: surfaced.v1.ChatEvent.step_start:type_name -> surfaced.v1.StepStart
+	17, // 13: surfaced.v1.ChatEvent.part_start:type_name -> surfaced.v1.PartStart
+	18, // 14: surfaced.v1.ChatEvent.part_delta:type_name -> surfaced.v1.PartDelta
+	19, // 15: surfaced.v1.ChatEvent.part_end:type_name -> surfaced.v1.PartEnd
+	20, // 16: surfaced.v1.ChatEvent.tool_input_start:type_name -> surfaced.v1.ToolInputStart
+	21, // 17: surfaced.v1.ChatEvent.tool_input_delta:type_name -> surfaced.v1.ToolInputDelta
+	22, // 18: surfaced.v1.ChatEvent.tool_input:type_name -> surfaced.v1.ToolInputAvailable
+	23, // 19: surfaced.v1.ChatEvent.tool_output:type_name -> surfaced.v1.ToolOutput
+	24, // 20: surfaced.v1.ChatEvent.tool_error:type_name -> surfaced.v1.ToolError
+	16, // 21: surfaced.v1.ChatEvent.step_finish:type_name -> surfaced.v1.StepFinish
+	25, // 22: surfaced.v1.ChatEvent.turn_error:type_name -> surfaced.v1.TurnError
+	26, // 23: surfaced.v1.ChatEvent.turn_abort:type_name -> surfaced.v1.TurnAbort
+	27, // 24: surfaced.v1.ChatEvent.turn_finish:type_name -> surfaced.v1.TurnFinish
+	28, // 25: surfaced.v1.ChatEvent.agent_notice:type_name -> surfaced.v1.AgentNotice
+	0,  // 26: surfaced.v1.PartStart.kind:type_name -> surfaced.v1.PartKind
+	0,  // 27: surfaced.v1.PartDelta.kind:type_name -> surfaced.v1.PartKind
+	0,  // 28: surfaced.v1.PartEnd.kind:type_name -> surfaced.v1.PartKind
+	1,  // 29: surfaced.v1.Subscribe.subscriber:type_name -> surfaced.v1.Pid
+	2,  // 30: surfaced.v1.SubscribeResult.error:type_name -> surfaced.v1.Error
+	1,  // 31: surfaced.v1.Unsubscribe.subscriber:type_name -> surfaced.v1.Pid
+	32, // 32: surfaced.v1.GetSummary.caller:type_name -> surfaced.v1.Caller
+	34, // 33: surfaced.v1.SessionSummary.surfaces:type_name -> surfaced.v1.SurfaceInfo
+	2,  // 34: surfaced.v1.SessionSummary.error:type_name -> surfaced.v1.Error
+	32, // 35: surfaced.v1.Prompt.caller:type_name -> surfaced.v1.Caller
+	36, // 36: surfaced.v1.Prompt.images:type_name -> surfaced.v1.Image
+	2,  // 37: surfaced.v1.PromptResult.error:type_name -> surfaced.v1.Error
+	32, // 38: surfaced.v1.Abort.caller:type_name -> surfaced.v1.Caller
+	2,  // 39: surfaced.v1.AbortResult.error:type_name -> surfaced.v1.Error
+	32, // 40: surfaced.v1.RunCommand.caller:type_name -> surfaced.v1.Caller
+	2,  // 41: surfaced.v1.CommandResult.error:type_name -> surfaced.v1.Error
+	2,  // 42: surfaced.v1.CommandResult.refused:type_name -> surfaced.v1.Error
+	32, // 43: surfaced.v1.SetState.caller:type_name -> surfaced.v1.Caller
+	2,  // 44: surfaced.v1.SetStateResult.error:type_name -> surfaced.v1.Error
+	32, // 45: surfaced.v1.GetState.caller:type_name -> surfaced.v1.Caller
+	45, // 46: surfaced.v1.StateEntries.entries:type_name -> surfaced.v1.KVEntry
+	2,  // 47: surfaced.v1.StateEntries.error:type_name -> surfaced.v1.Error
+	32, // 48: surfaced.v1.GetMessages.caller:type_name -> surfaced.v1.Caller
+	49, // 49: surfaced.v1.Transcript.entries:type_name -> surfaced.v1.TranscriptEntry
+	2,  // 50: surfaced.v1.Transcript.error:type_name -> surfaced.v1.Error
+	32, // 51: surfaced.v1.UIResponse.caller:type_name -> surfaced.v1.Caller
+	2,  // 52: surfaced.v1.UIResponseResult.error:type_name -> surfaced.v1.Error
+	32, // 53: surfaced.v1.Stop.caller:type_name -> surfaced.v1.Caller
+	2,  // 54: surfaced.v1.StopResult.error:type_name -> surfaced.v1.Error
+	32, // 55: surfaced.v1.ListSurfaces.caller:type_name -> surfaced.v1.Caller
+	34, // 56: surfaced.v1.SurfaceList.surfaces:type_name -> surfaced.v1.SurfaceInfo
+	2,  // 57: surfaced.v1.SurfaceList.error:type_name -> surfaced.v1.Error
+	1,  // 58: surfaced.v1.AgentAvailable.agent:type_name -> surfaced.v1.Pid
+	1,  // 59: surfaced.v1.AgentSend.reply_to:type_name -> surfaced.v1.Pid
+	61, // 60: surfaced.v1.AgentLines.lines:type_name -> surfaced.v1.AgentLine
+	61, // [61:61] is the sub-list for method output_type
+	61, // [61:61] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_surfaced_v1_session_proto_init() }
