@@ -12,7 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 
-	agentactor "github.com/surfaced/surfaced/actors/agentproc"
+	agentactor "github.com/surfaced/surfaced/actors/agent"
 	"github.com/surfaced/surfaced/actors/dispatch"
 	"github.com/surfaced/surfaced/actors/session/internal/hub"
 	"github.com/surfaced/surfaced/actors/session/internal/kv"

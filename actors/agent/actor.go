@@ -1,8 +1,8 @@
-// Package agentproc is the agent process actor: it owns one agent subprocess
+// Package agent is the agent process actor: it owns one agent subprocess
 // (package agentproc does the process and JSONL work). Every stdin line goes
 // through this actor, one record per line; the reader goroutine turns each
 // stdout line into a message; responses are correlated by id.
-package agentproc
+package agent
 
 import (
 	"encoding/json"
