@@ -2,6 +2,7 @@ package turn
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -81,6 +82,35 @@ func BenchmarkTextDelta(b *testing.B) {
 			b.StopTimer()
 			if out.chunks-before < b.N {
 				b.Fatalf("%d chunks for %d lines", out.chunks-before, b.N)
+			}
+		})
+	}
+}
+
+// BenchmarkDecodeUpdate reads a text_delta line's event: scanUpdate against
+// its same-run baseline, encoding/json into the same narrow struct (what
+// the session did before).
+func BenchmarkDecodeUpdate(b *testing.B) {
+	for _, size := range []int{100, 2048, 16384} {
+		line := deltaLine(size, false)
+		b.Run("scan/pi-"+strconv.Itoa(size)+"B", func(b *testing.B) {
+			var e assistantEvent
+			b.SetBytes(int64(len(line)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if present, ok := scanUpdate(line, &e); !present || !ok {
+					b.Fatal("not scanned")
+				}
+			}
+		})
+		b.Run("encoding-json/pi-"+strconv.Itoa(size)+"B", func(b *testing.B) {
+			b.SetBytes(int64(len(line)))
+			b.ReportAllocs()
+			for b.Loop() {
+				var u messageUpdateLine
+				if err := json.Unmarshal(line, &u); err != nil || u.Event == nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

@@ -138,6 +138,10 @@ type Machine struct {
 	inbox   []queued
 	cur     *turn // the turn in progress, nil when idle
 	dialogs []*dialog
+
+	// upd is the event of the message_update being read, reused line after
+	// line.
+	upd assistantEvent
 }
 
 // New returns a machine with an idle session whose agent is not ready yet.
