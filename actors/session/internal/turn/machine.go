@@ -277,7 +277,8 @@ func (m *Machine) AgentGone(how string, onPurpose bool) {
 // Close answers what the agent, stopped on purpose (the session ends or
 // sleeps), will not: a running turn ends as cancelled (what it said so far
 // is kept in the transcript) and the queued prompts are answered as not
-// answered, why saying why ("the session ended").
+// answered because of why ("the session ended"). No turn starts until
+// AgentReady.
 func (m *Machine) Close(why string) {
 	m.ready = false
 	if m.cur != nil {
