@@ -42,6 +42,7 @@ demo:
 
 fuzz:
 	$(GO) test ./agentproc -run '^$$' -fuzz FuzzReader -fuzztime 60s
+	$(GO) test ./actors/session/internal/turn -run '^$$' -fuzz FuzzScanUpdate -fuzztime 60s
 
 clean:
 	rm -rf bin
