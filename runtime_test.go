@@ -830,3 +830,95 @@ func TestCommandOutcomeMetric(t *testing.T) {
 		}
 	}
 }
+
+// turnOf reads the ids of a start or finish chunk.
+func turnOf(f testkit.Frame) (turnID float64, promptIDs []any, messageID string) {
+	md, _ := f.Data["messageMetadata"].(map[string]any)
+	turnID, _ = md["turnId"].(float64)
+	promptIDs, _ = md["promptIds"].([]any)
+	messageID, _ = f.Data["messageId"].(string)
+	return
+}
+
+// Turn and prompt ids are unique for the life of a session: after a daemon
+// restart (and after an agent restart) the next prompt and turn get new ids,
+// so the chat's messageId never repeats and the transcript never holds two
+// turns with one id.
+func TestTurnAndPromptIDsSurviveRestarts(t *testing.T) {
+	dir := t.TempDir()
+	open := func() store.Store {
+		st, err := sqlite.Open(context.Background(), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	seen := map[string]bool{}
+	var lastPrompt, lastTurn float64
+	check := func(c *testkit.Collector, h *harness, id, text string) {
+		t.Helper()
+		r := h.prompt(id, text)
+		if !r.GetAccepted() {
+			t.Fatalf("prompt refused: %v", r.GetError())
+		}
+		if p := float64(r.GetPromptId()); p <= lastPrompt {
+			t.Fatalf("prompt id %v after %v: ids must only rise", p, lastPrompt)
+		} else {
+			lastPrompt = p
+		}
+		start := c.Wait(t, 10*time.Second, "start of "+text, func(f testkit.Frame) bool {
+			if f.Kind != "chat" || f.Data["type"] != "start" {
+				return false
+			}
+			_, ps, _ := turnOf(f)
+			return len(ps) == 1 && ps[0] == float64(r.GetPromptId())
+		})
+		turnID, _, msgID := turnOf(start)
+		if turnID <= lastTurn || seen[msgID] {
+			t.Fatalf("turn %v (messageId %q) after turn %v: ids must be new", turnID, msgID, lastTurn)
+		}
+		lastTurn = turnID
+		seen[msgID] = true
+		c.Wait(t, 10*time.Second, "finish of "+text, func(f testkit.Frame) bool {
+			id, _, _ := turnOf(f)
+			return f.Kind == "chat" && f.Data["type"] == "finish" && id == turnID
+		})
+	}
+
+	st1 := open()
+	h1 := newHarness(t, st1, withLimits(surfaced.Limits{RestartBackoff: 10 * time.Millisecond}))
+	id := h1.create("")
+	c1, _ := h1.subscribe(id, "")
+	h1.waitReady(c1)
+	check(c1, h1, id, "one")
+	check(c1, h1, id, "two")
+	// The agent crashes and is restarted: ids go on.
+	h1.cmd(id, "demo", "crash", nil)
+	c1.Wait(t, 10*time.Second, "crashed", testkit.Status("error"))
+	c1.Wait(t, 10*time.Second, "ready again", testkit.Status("ready"))
+	check(c1, h1, id, "three")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h1.rt.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st1.Close()
+
+	st2 := open()
+	t.Cleanup(func() { st2.Close() })
+	h2 := newHarness(t, st2)
+	c2, _ := h2.subscribe(id, "")
+	h2.waitReady(c2)
+	check(c2, h2, id, "four")
+
+	tr := h2.req(id, &pb.GetMessages{Caller: me}).(*pb.Transcript)
+	turns := map[uint64]int{}
+	for _, e := range tr.GetEntries() {
+		if e.GetRole() == "user" {
+			turns[e.GetTurnId()]++
+		}
+	}
+	if len(turns) != 4 {
+		t.Fatalf("transcript turns %v; want four distinct turns", turns)
+	}
+}

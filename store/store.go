@@ -236,6 +236,11 @@ func CheckLeaseTTL(ttl time.Duration) error {
 	return nil
 }
 
+// Fence is the lease token a session's writes are made under: they succeed
+// only while it is the session's current lease token. The zero Fence is no
+// fence at all (a single node, where nobody else writes the session).
+type Fence int64
+
 type fenceKey struct{}
 
 // WithFence returns a context under which every write of a session

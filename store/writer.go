@@ -24,7 +24,7 @@ type Op struct {
 	KV         []KV
 	Transcript []Entry
 	Update     *SessionUpdate
-	Fence      int64
+	Fence      Fence
 	Done       func(error)
 }
 
@@ -212,7 +212,7 @@ func (w *Writer) write(batch []Op) {
 		op := batch[i]
 		ctx := base
 		if op.Fence != 0 {
-			ctx = WithFence(base, op.Fence)
+			ctx = WithFence(base, int64(op.Fence))
 		}
 		if len(op.KV) > 0 && len(op.Transcript) == 0 && op.Update == nil {
 			// Coalesce a run of KV-only ops of this session, under the same

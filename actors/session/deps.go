@@ -100,9 +100,18 @@ type Deps struct {
 	// LeaseConflict reports that the cluster placed a session here while
 	// holder (a lease holder's node name) holds its lease.
 	LeaseConflict func(sessionID, holder string)
+	// Clock is the session's time (nil: the wall clock).
+	Clock Clock
 	// Activated / Deactivated track the sessions live on this node.
 	Activated   func(id string, pid *actor.PID)
 	Deactivated func(id string, pid *actor.PID)
+}
+
+func (d *Deps) clock() Clock {
+	if d.Clock != nil {
+		return d.Clock
+	}
+	return realClock{}
 }
 
 func (d *Deps) leaseTTL() time.Duration {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/surfaced/surfaced/actors/session/internal/lease"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -20,12 +20,16 @@ const (
 	CodeMoved = "session_moved" // the lease is (or went) elsewhere: ask again
 )
 
+// fence is the lease token this activation's writes carry (zero on a single
+// node).
+func (s *sessionActor) fence() store.Fence { return s.lease.Fence() }
+
 // submit writes op for this session, under the session's lease when it has
 // one. A write refused because the lease moved stops the session.
 func (s *sessionActor) submit(op store.Op) {
 	op.SessionID = s.rec.ID
-	op.Fence = s.fence
-	if s.fence != 0 {
+	op.Fence = s.fence()
+	if op.Fence != 0 {
 		done := op.Done
 		self, root := s.self, s.root
 		op.Done = func(err error) {
@@ -49,7 +53,7 @@ func (s *sessionActor) clusterInit(ctx actor.Context, m *cluster.ClusterInit) {
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := store.CheckSessionID(id); err != nil {
-		s.unusableFor(ctx, pb.Err(CodeNotFound, "no such session"))
+		s.refuseFor(ctx, notFound())
 		return
 	}
 	// Writes this node queued for the session before (a previous activation
@@ -58,64 +62,49 @@ func (s *sessionActor) clusterInit(ctx actor.Context, m *cluster.ClusterInit) {
 	rec, err := s.deps.Writer.Store().GetSession(c, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		s.unusableFor(ctx, pb.Err(CodeNotFound, "no such session"))
+		s.refuseFor(ctx, notFound())
 		return
 	case err != nil:
 		s.log.Error("session could not be loaded", "err", err)
-		s.unusableFor(ctx, pb.Err(CodeMoved, "the session could not be loaded; try again"))
+		s.refuseFor(ctx, pb.Err(CodeMoved, "the session could not be loaded; try again"))
 		return
 	}
 	if s.deps.Leaser != nil {
-		lease, err := s.deps.Leaser.AcquireLease(c, id, s.deps.NodeID, s.deps.leaseTTL())
+		h, err := lease.Acquire(c, s.deps.Leaser, id, s.deps.NodeID, s.deps.leaseTTL())
 		if err != nil {
 			// Another node still holds it (it is alive, or its lease has not
 			// expired yet): this activation must not write. The directory
 			// asks again; the holder answers, or the lease expires.
 			s.log.Info("session lease held elsewhere; not activating here", "err", err)
-			if errors.Is(err, store.ErrLeaseHeld) && s.deps.LeaseConflict != nil {
-				s.deps.LeaseConflict(id, lease.Node)
+			var held *lease.ErrHeld
+			if errors.As(err, &held) && s.deps.LeaseConflict != nil {
+				s.deps.LeaseConflict(id, held.Holder)
 			}
-			s.unusableFor(ctx, pb.Err(CodeMoved, "the session is active on another node; try again"))
+			s.refuseFor(ctx, pb.Err(CodeMoved, "the session is active on another node; try again"))
 			return
 		}
-		s.fence = lease.Token
-		self, root := s.self, s.root
-		s.leaseTimer = time.AfterFunc(s.deps.leaseTTL()/3, func() { root.Send(self, &renewLease{}) })
-		s.log.Info("session lease taken", "node", s.deps.NodeID, "token", lease.Token)
+		s.lease = h
+		s.scheduleRenewal()
+		s.log.Info("session lease taken", "node", s.deps.NodeID, "token", h.Fence())
 	}
 	s.rec = rec
 	s.cfg.Record = rec
+	s.behavior.Become(s.live)
 	s.started(ctx)
 }
 
-// unusableFor makes this activation answer every request with e, then go.
-func (s *sessionActor) unusableFor(ctx actor.Context, e *pb.Error) {
-	s.unusable = e
-	// Requests already queued are answered first (poison is a user message).
-	ctx.Poison(ctx.Self())
-}
-
-// refuse answers a request with s.unusable; it reports whether the message
-// was handled.
-func (s *sessionActor) refuse(ctx actor.Context) bool {
-	switch ctx.Message().(type) {
-	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting, *cluster.ClusterInit,
-		*actor.ReceiveTimeout, *actor.Terminated:
-		return false
-	}
-	if _, ok := ctx.Message().(proto.Message); ok && ctx.Sender() != nil {
-		ctx.Respond(s.unusable)
-	}
-	return true
+func (s *sessionActor) scheduleRenewal() {
+	self, root := s.self, s.root
+	s.leaseTimer = s.clock.AfterFunc(s.lease.RenewEvery(), func() { root.Send(self, &renewLease{}) })
 }
 
 func (s *sessionActor) renewLease(ctx actor.Context) {
-	if s.fence == 0 || s.deps.Leaser == nil {
+	if s.lease == nil {
 		return
 	}
-	c, cancel := context.WithTimeout(context.Background(), s.deps.leaseTTL()/3)
+	c, cancel := context.WithTimeout(context.Background(), s.lease.RenewEvery())
 	defer cancel()
-	_, err := s.deps.Leaser.RenewLease(c, s.rec.ID, s.fence, s.deps.leaseTTL())
+	err := s.lease.Renew(c)
 	switch {
 	case errors.Is(err, store.ErrFenced):
 		s.lostLease(ctx, err)
@@ -126,19 +115,18 @@ func (s *sessionActor) renewLease(ctx actor.Context) {
 		// first write or renewal after the store comes back says so.
 		s.log.Warn("session lease renewal failed; retrying", "err", err)
 	}
-	self, root := s.self, s.root
-	s.leaseTimer = time.AfterFunc(s.deps.leaseTTL()/3, func() { root.Send(self, &renewLease{}) })
+	s.scheduleRenewal()
 }
 
 // lostLease stops a session whose lease moved to another node (this node was
 // cut off, or too slow): it must not write another byte. Its clients
 // reconnect and find the session where it lives now.
 func (s *sessionActor) lostLease(ctx actor.Context, err error) {
-	if s.unusable != nil {
+	if s.refusal != nil || s.lease == nil {
 		return
 	}
-	s.log.Error("session lease lost: another node owns the session now; stopping this activation", "err", err, "token", s.fence)
-	s.fence = 0
+	s.log.Error("session lease lost: another node owns the session now; stopping this activation", "err", err, "token", s.lease.Fence())
+	s.lease = nil
 	if s.leaseTimer != nil {
 		s.leaseTimer.Stop()
 	}
@@ -149,10 +137,11 @@ func (s *sessionActor) lostLease(ctx actor.Context, err error) {
 			ctx.Send(r.sender, &pb.SetStateResult{Error: pb.Err(CodeMoved, "the session moved to another node; try again")})
 		}
 	}
-	s.emitEnd("moved")
+	s.hub.End("moved")
 	s.flush(ctx)
 	s.stopAgent(ctx)
-	s.unusable = pb.Err(CodeMoved, fmt.Sprintf("session %s moved to another node; try again", s.rec.ID))
+	s.refusal = pb.Err(CodeMoved, fmt.Sprintf("session %s moved to another node; try again", s.rec.ID))
+	s.behavior.Become(s.refusing)
 	ctx.Stop(ctx.Self())
 }
 
@@ -162,15 +151,7 @@ func (s *sessionActor) releaseLease() {
 	if s.leaseTimer != nil {
 		s.leaseTimer.Stop()
 	}
-	if s.fence == 0 || s.deps.Leaser == nil {
-		return
-	}
-	id, token, leaser, w := s.rec.ID, s.fence, s.deps.Leaser, s.deps.Writer
-	go func() {
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		// Release only once our queued writes landed (they carry the token).
-		_ = w.FlushSession(c, id)
-		_ = leaser.ReleaseLease(c, id, token)
-	}()
+	id, w := s.rec.ID, s.deps.Writer
+	s.lease.Release(func(c context.Context) error { return w.FlushSession(c, id) })
+	s.lease = nil
 }

@@ -52,7 +52,7 @@ type Config struct {
 	// Fence is the session's lease token (a cluster); writes carry it, and a
 	// write refused because the lease moved fails its command with
 	// session_moved (nothing unwritten is acknowledged).
-	Fence int64
+	Fence store.Fence
 
 	SettleWindow time.Duration // 0: DefaultSettleWindow
 	MaxSnapshot  int           // 0: DefaultMaxSnapshot

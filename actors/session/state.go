@@ -1,13 +1,11 @@
 package session
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -20,54 +18,11 @@ import (
 // <ns>.<pref>.
 var PrefKey = regexp.MustCompile(`^[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)+$`)
 
-func (s *sessionActor) refuseCommand(ctx actor.Context, code, msg string) {
-	s.deps.Metrics.Command(code)
-	ctx.Respond(&pb.CommandResult{Refused: pb.Err(code, msg)})
-}
+// systemPrefix begins the KV keys the session keeps for itself (its id
+// reservation): never shown to clients, never written by anyone else.
+const systemPrefix = "sys:"
 
-// takeToken applies the per-session command rate limit.
-func (s *sessionActor) takeToken() bool {
-	now := time.Now()
-	rate := float64(s.lim.CommandsPerSecond)
-	if !s.tokensAt.IsZero() {
-		s.tokens += now.Sub(s.tokensAt).Seconds() * rate
-		if s.tokens > rate {
-			s.tokens = rate
-		}
-	}
-	s.tokensAt = now
-	if s.tokens < 1 {
-		return false
-	}
-	s.tokens--
-	return true
-}
-
-// runCommand routes a client's command to its domain actor, which answers
-// the caller directly.
-func (s *sessionActor) runCommand(ctx actor.Context, m *pb.RunCommand) {
-	if !s.allowed(m.GetCaller()) {
-		s.refuseCommand(ctx, CodeNotFound, "no such session")
-		return
-	}
-	if s.status == StatusEnded {
-		s.refuseCommand(ctx, CodeEnded, "the session has ended")
-		return
-	}
-	if !s.takeToken() {
-		s.deps.Metrics.Limited()
-		s.refuseCommand(ctx, CodeRateLimited, fmt.Sprintf("more than %d commands per second on this session", s.lim.CommandsPerSecond))
-		return
-	}
-	d, ok := s.domains[m.GetDomain()]
-	if !ok || !d.registered {
-		s.deps.Metrics.Command(proc.CodeSurfaceNotRegistered)
-		ctx.Respond(&pb.CommandResult{Error: pb.Err(proc.CodeSurfaceNotRegistered,
-			fmt.Sprintf("no surface %q is registered in this session", m.GetDomain()))})
-		return
-	}
-	ctx.Forward(d.pid)
-}
+func isSystemKey(key string) bool { return strings.HasPrefix(key, systemPrefix) }
 
 // surfaceLine handles the surface lines of a surfaced/1 agent.
 func (s *sessionActor) surfaceLine(ctx actor.Context, typ string, line []byte) {
@@ -78,10 +33,10 @@ func (s *sessionActor) surfaceLine(ctx actor.Context, typ string, line []byte) {
 			s.diagnostic("invalid_line", "surface_command needs an id, a domain and an action")
 			return
 		}
-		d, ok := s.domains[c.Domain]
-		if !ok || !d.registered {
-			s.send(ctx, proc.SurfaceCommandResult{Type: proc.TypeSurfaceCommandResult, ID: c.ID,
-				Error: &proc.ErrorBody{Code: proc.CodeSurfaceNotRegistered, Message: fmt.Sprintf("no surface %q is registered in this session", c.Domain)}}, false)
+		d, ok := s.registered(c.Domain)
+		if !ok {
+			s.sendLine(ctx, proc.SurfaceCommandResult{Type: proc.TypeSurfaceCommandResult, ID: c.ID,
+				Error: &proc.ErrorBody{Code: proc.CodeSurfaceNotRegistered, Message: notRegistered(c.Domain)}}, false)
 			return
 		}
 		ctx.Request(d.pid, &pb.RunCommand{Caller: &pb.Caller{Via: "agent", System: true}, Domain: c.Domain,
@@ -93,16 +48,16 @@ func (s *sessionActor) surfaceLine(ctx actor.Context, typ string, line []byte) {
 			return
 		}
 		res := proc.SurfaceGetResult{Type: proc.TypeSurfaceGetResult, ID: g.ID}
-		if d, ok := s.domains[g.Domain]; ok && d.registered {
+		if _, ok := s.registered(g.Domain); ok {
 			if e, ok := s.kv.Durable(proc.SurfaceKey(g.Domain)); ok && !e.Deleted {
 				res.OK, res.State, res.Rev = true, e.Value, e.Rev
 			} else {
 				res.OK, res.State = true, json.RawMessage("null")
 			}
 		} else {
-			res.Error = &proc.ErrorBody{Code: proc.CodeSurfaceNotRegistered, Message: fmt.Sprintf("no surface %q is registered in this session", g.Domain)}
+			res.Error = &proc.ErrorBody{Code: proc.CodeSurfaceNotRegistered, Message: notRegistered(g.Domain)}
 		}
-		s.send(ctx, res, false)
+		s.sendLine(ctx, res, false)
 	case proc.TypeStateSet, proc.TypeStateDelete:
 		var w struct {
 			Key   string          `json:"key"`
@@ -110,6 +65,10 @@ func (s *sessionActor) surfaceLine(ctx actor.Context, typ string, line []byte) {
 		}
 		if err := json.Unmarshal(line, &w); err != nil || w.Key == "" {
 			s.diagnostic("invalid_line", typ+" needs a key")
+			return
+		}
+		if isSystemKey(w.Key) {
+			s.diagnostic("state_refused", fmt.Sprintf("the agent tried to write %q: keys beginning %q are the session's own", w.Key, systemPrefix))
 			return
 		}
 		if strings.HasPrefix(w.Key, proc.SurfaceKeyPrefix) {
@@ -136,7 +95,7 @@ func (s *sessionActor) agentCommandResult(ctx actor.Context, m *pb.CommandResult
 	if e := m.GetError(); e != nil && !m.GetOk() {
 		r.Error = &proc.ErrorBody{Code: e.GetCode(), Message: e.GetMessage()}
 	}
-	s.send(ctx, r, false)
+	s.sendLine(ctx, r, false)
 }
 
 func (s *sessionActor) setState(ctx actor.Context, m *pb.SetState) {
@@ -146,8 +105,6 @@ func (s *sessionActor) setState(ctx actor.Context, m *pb.SetState) {
 	}
 	key := m.GetKey()
 	switch {
-	case s.status == StatusEnded:
-		ctx.Respond(&pb.SetStateResult{Error: pb.Err(CodeEnded, "the session has ended")})
 	case strings.HasPrefix(key, proc.SurfaceKeyPrefix):
 		ctx.Respond(&pb.SetStateResult{Error: pb.Err(CodeReadOnly, fmt.Sprintf("%q is a surface snapshot: only its domain writes it; run a command instead", key))})
 	case !PrefKey.MatchString(key):
@@ -156,7 +113,7 @@ func (s *sessionActor) setState(ctx actor.Context, m *pb.SetState) {
 		ctx.Respond(&pb.SetStateResult{Error: pb.Err(CodeInvalidValue, "the value is missing or not JSON")})
 	case len(m.GetValue()) > s.lim.MaxKVValue:
 		ctx.Respond(&pb.SetStateResult{Error: pb.Err(CodeTooLarge, fmt.Sprintf("the value is %d bytes, over the %d-byte limit", len(m.GetValue()), s.lim.MaxKVValue))})
-	case !s.takeToken():
+	case !s.limiter.AllowN(s.clock.Now(), 1):
 		s.deps.Metrics.Limited()
 		ctx.Respond(&pb.SetStateResult{Error: pb.Err(CodeRateLimited, fmt.Sprintf("more than %d writes per second on this session", s.lim.CommandsPerSecond))})
 	default:
@@ -177,22 +134,22 @@ func (s *sessionActor) writeKV(ctx actor.Context, key string, value json.RawMess
 	self, root, seq := s.self, s.root, w.Seq
 	s.submit(store.Op{
 		KV:   []store.KV{w.KV()},
-		Done: func(err error) { root.Send(self, &kvPersisted{wseq: seq, err: err}) }})
+		Done: func(err error) { root.Send(self, &kvPersisted{seq: seq, err: err}) }})
 }
 
 func (s *sessionActor) kvPersisted(ctx actor.Context, m *kvPersisted) {
 	if errors.Is(m.err, store.ErrFenced) {
 		return // lostLease answers the waiting writers
 	}
-	released, refused := s.kv.Persisted(m.wseq, m.err)
+	released, refused := s.kv.Persisted(m.seq, m.err)
 	for _, w := range released {
 		r := w.Reply.(kvReply)
 		s.emit(pb.StateOf(w.Key, w.Value, w.Rev, w.Deleted), "state:"+w.Key)
 		if r.sender != nil {
 			ctx.Send(r.sender, &pb.SetStateResult{Ok: true, Rev: w.Rev})
 		}
-		if r.notify && s.announced {
-			s.send(ctx, proc.StateChanged{Type: proc.TypeStateChanged, Key: w.Key, Value: w.Value, Rev: w.Rev, Deleted: w.Deleted}, false)
+		if r.notify && s.agent.announced {
+			s.sendLine(ctx, proc.StateChanged{Type: proc.TypeStateChanged, Key: w.Key, Value: w.Value, Rev: w.Rev, Deleted: w.Deleted}, false)
 		}
 	}
 	if len(refused) > 0 {
@@ -225,45 +182,11 @@ func (s *sessionActor) getState(ctx actor.Context, m *pb.GetState) {
 	}
 	out := &pb.StateEntries{}
 	for _, k := range s.kv.Keys() {
+		if isSystemKey(k) {
+			continue
+		}
 		e, _ := s.kv.Durable(k)
 		out.Entries = append(out.Entries, &pb.KVEntry{Key: k, Value: e.Value, Rev: e.Rev, Deleted: e.Deleted})
 	}
 	ctx.Respond(out)
-}
-
-// getMessages answers with the transcript from the store, once every entry
-// this actor submitted is written (so a reader always sees its own turns).
-func (s *sessionActor) getMessages(ctx actor.Context, m *pb.GetMessages) {
-	if !s.allowed(m.GetCaller()) {
-		ctx.Respond(&pb.Transcript{Error: notFound()})
-		return
-	}
-	sender := ctx.Sender()
-	root := s.root
-	st := s.deps.Writer.Store()
-	id := s.rec.ID
-	read := func() {
-		// Read off the actor's goroutine: a long transcript must not stall it.
-		go func() {
-			c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			entries, err := st.Transcript(c, id)
-			if err != nil {
-				root.Send(sender, &pb.Transcript{Error: pb.Err(CodeInternal, "the transcript could not be read")})
-				return
-			}
-			out := &pb.Transcript{Entries: make([]*pb.TranscriptEntry, 0, len(entries))}
-			for _, e := range entries {
-				out.Entries = append(out.Entries, &pb.TranscriptEntry{Role: e.Role, Text: e.Text, ToolCallId: e.ToolCallID,
-					ToolName: e.ToolName, ToolArgs: e.ToolArgs, ToolResult: e.ToolResult, IsError: e.IsError,
-					AtMs: e.At.UnixMilli(), Via: e.Via, TurnId: e.TurnID, PromptId: e.PromptID})
-			}
-			root.Send(sender, out)
-		}()
-	}
-	if s.trDone == s.trSubmit {
-		read()
-		return
-	}
-	s.trWait = append(s.trWait, read)
 }

@@ -1,0 +1,32 @@
+package session
+
+// Session statuses.
+const (
+	StatusStarting = "starting"
+	StatusReady    = "ready"
+	StatusError    = "error"
+	StatusEnded    = "ended"
+	// StatusIdle is stored (never streamed) for a session with no live agent.
+	StatusIdle = "idle"
+)
+
+// Session-level error codes (the request was refused; not a command outcome).
+const (
+	CodeNotFound      = "not_found"
+	CodeEnded         = "session_ended"
+	CodeRateLimited   = "rate_limited"
+	CodeReadOnly      = "surface_read_only"
+	CodeInvalidKey    = "invalid_key"
+	CodeInvalidValue  = "invalid_value"
+	CodeInboxFull     = "inbox_full"
+	CodeUnavailable   = "agent_unavailable"
+	CodeUnknownUI     = "unknown_ui_request"
+	CodeInvalid       = "invalid_request"
+	CodeTooLarge      = "too_large"
+	CodeInternal      = "internal"
+	CodeImagesRefused = "images_not_supported"
+	CodeEmptyPrompt   = "empty_prompt"
+	// CodeStoreUnavailable: the store could not take the write; nothing was
+	// applied (try again).
+	CodeStoreUnavailable = "store_unavailable"
+)

@@ -1,0 +1,160 @@
+package session
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/surfaced/surfaced/actors/surface"
+	proc "github.com/surfaced/surfaced/agentproc"
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+	"github.com/surfaced/surfaced/store"
+)
+
+// domainRef is the session's view of one surface domain actor (a child).
+type domainRef struct {
+	pid      *actor.PID
+	hosted   string
+	commands []string
+	rev      uint64
+	// incarnation is the agent incarnation that declared an agent-hosted
+	// domain.
+	incarnation uint32
+	// registered is false for an agent-hosted domain that the running agent
+	// has not declared (again). Its actor lives on so that its snapshot and
+	// rev continue if the domain comes back.
+	registered bool
+}
+
+// spawnNativeDomains starts the native domains of the session's agent: they
+// exist before the agent can declare anything.
+func (s *sessionActor) spawnNativeDomains(ctx actor.Context) {
+	if s.deps.Domains == nil {
+		return
+	}
+	for _, d := range s.deps.Domains(s.rec.Agent) {
+		name := d.Name()
+		if _, dup := s.domains[name]; dup {
+			s.diagnostic(proc.CodeDuplicateDomain, fmt.Sprintf("native domain %q is registered twice; the first registration is kept", name))
+			continue
+		}
+		s.spawnDomain(ctx, surface.Config{Domain: name, Hosted: surface.HostedNative, Native: d}, d.Commands(), 0)
+	}
+}
+
+// declareDomains registers the domains a surfaced/1 agent announced. A
+// domain already registered (natively, or earlier in the same announcement)
+// is refused with a diagnostic; one the previous incarnation hosted is
+// handed to the new agent with its snapshot and rev.
+func (s *sessionActor) declareDomains(ctx actor.Context, decls []proc.SurfaceDecl) {
+	inc := s.agent.incarnation
+	for _, decl := range decls {
+		if decl.Domain == "" {
+			s.diagnostic("invalid_line", "agent_ready declares a surface without a domain")
+			continue
+		}
+		d, exists := s.domains[decl.Domain]
+		if exists && d.registered && (d.hosted != surface.HostedAgent || d.incarnation == inc) {
+			who := "natively"
+			if d.hosted == surface.HostedAgent {
+				who = "earlier in agent_ready"
+			}
+			msg := fmt.Sprintf("domain %q is already registered %s; the first registration is kept", decl.Domain, who)
+			s.sendLine(ctx, proc.SurfaceRegisterResult{Type: proc.TypeSurfaceRegisterResult, Domain: decl.Domain, OK: false,
+				Error: &proc.ErrorBody{Code: proc.CodeDuplicateDomain, Message: msg}}, false)
+			s.diagnostic(proc.CodeDuplicateDomain, msg)
+			continue
+		}
+		cmds := append([]string(nil), decl.Commands...)
+		if exists && d.hosted == surface.HostedAgent {
+			// The restarted agent hosts its domain again: same actor, same
+			// snapshot and rev, new agent.
+			d.incarnation = inc
+			d.commands = cmds
+			d.registered = true
+			ctx.Send(d.pid, &pb.AgentAvailable{Agent: pb.PidOf(s.agent.pid), Incarnation: inc, Commands: cmds})
+			continue
+		}
+		s.spawnDomain(ctx, surface.Config{Domain: decl.Domain, Hosted: surface.HostedAgent, Commands: cmds, Initial: decl.InitialState}, cmds, inc)
+	}
+}
+
+func (s *sessionActor) spawnDomain(ctx actor.Context, cfg surface.Config, commands []string, inc uint32) {
+	cfg.SessionID = s.rec.ID
+	cfg.Writer = s.deps.Writer
+	cfg.Fence = s.fence()
+	cfg.SettleWindow = s.lim.SettleWindow
+	cfg.MaxSnapshot = s.lim.MaxSnapshot
+	cfg.Logger = s.deps.Logger
+	cfg.Outcome = s.deps.Metrics.Command
+	key := proc.SurfaceKey(cfg.Domain)
+	var rev uint64
+	if e, ok := s.kv.Durable(key); ok {
+		cfg.Stored = &store.KV{Key: key, Value: e.Value, Rev: e.Rev, Deleted: e.Deleted}
+		rev = e.Rev
+	}
+	props := surface.Props(cfg, s.deps.props("surface", s.rec.ID, cfg.Domain)...)
+	pid, err := ctx.SpawnNamed(props, "surface-"+cfg.Domain)
+	if err != nil {
+		pid = ctx.Spawn(props)
+	}
+	s.domains[cfg.Domain] = &domainRef{pid: pid, hosted: cfg.Hosted, commands: commands, rev: rev, incarnation: inc, registered: true}
+	if cfg.Hosted == surface.HostedAgent && s.agent.pid != nil {
+		ctx.Send(pid, &pb.AgentAvailable{Agent: pb.PidOf(s.agent.pid), Incarnation: inc})
+	}
+}
+
+// retireUndeclaredDomains: agent-hosted domains the new incarnation did not
+// declare again are no longer registered (their actors keep their state).
+func (s *sessionActor) retireUndeclaredDomains() {
+	for _, d := range s.domains {
+		if d.hosted == surface.HostedAgent && d.incarnation != s.agent.incarnation {
+			d.registered = false
+		}
+	}
+}
+
+// tellDomainsAgent tells agent-hosted domains where their agent is (nil:
+// gone).
+func (s *sessionActor) tellDomainsAgent(ctx actor.Context, agent *actor.PID) {
+	for _, d := range s.domains {
+		if d.hosted == surface.HostedAgent {
+			ctx.Send(d.pid, &pb.AgentAvailable{Agent: pb.PidOf(agent), Incarnation: s.agent.incarnation})
+		}
+	}
+}
+
+// registered returns a registered domain.
+func (s *sessionActor) registered(domain string) (*domainRef, bool) {
+	d, ok := s.domains[domain]
+	if !ok || !d.registered {
+		return nil, false
+	}
+	return d, true
+}
+
+// available reports whether a registered domain takes commands now: a
+// native one always, an agent-hosted one while the agent that declared it
+// runs and is ready.
+func (s *sessionActor) available(d *domainRef) bool {
+	if d.hosted != surface.HostedAgent {
+		return true
+	}
+	return s.agent.ready() && d.incarnation == s.agent.incarnation
+}
+
+func (s *sessionActor) surfaceInfos() []*pb.SurfaceInfo {
+	out := make([]*pb.SurfaceInfo, 0, len(s.domains))
+	for name, d := range s.domains {
+		if d.registered {
+			out = append(out, &pb.SurfaceInfo{Domain: name, Commands: d.commands, Hosted: d.hosted, Rev: d.rev, Available: s.available(d)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Domain < out[j].Domain })
+	return out
+}
+
+func notRegistered(domain string) string {
+	return fmt.Sprintf("no surface %q is registered in this session", domain)
+}

@@ -1,0 +1,466 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/surfaced/surfaced/actors/session/internal/hub"
+	"github.com/surfaced/surfaced/actors/session/internal/turn"
+	"github.com/surfaced/surfaced/actors/surface"
+	"github.com/surfaced/surfaced/internal/wire"
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+	"github.com/surfaced/surfaced/store"
+)
+
+// idBlock is how many turn and prompt ids an activation reserves at a time:
+// the store keeps the highest id reserved, so that ids handed out before a
+// crash are never handed out again (gaps are fine, repeats are not).
+const idBlock = 64
+
+// started brings a loaded session up: its KV (revs continue, sticky state
+// for the first subscriber), its id block, its native domains and its agent.
+func (s *sessionActor) started(ctx actor.Context) {
+	s.self = ctx.Self()
+	s.root = ctx.ActorSystem().Root
+	s.activated = true
+	s.deps.Metrics.SessionUp()
+	if s.deps.Activated != nil {
+		s.deps.Activated(s.rec.ID, ctx.Self())
+	}
+	s.hub = hub.New(s.rec.ID, newEpoch(s.clock.Now()), s.lim.ReplayFrames, s.lim.ReplayBytes)
+	s.hub.OnEmit = func(ev *pb.Event) { s.deps.Metrics.Frame(wire.Kind(ev)) }
+
+	spec, known := s.deps.Agent(s.rec.Agent)
+	s.spec = spec
+	s.status.images = spec.Images
+
+	loadCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	kvs, err := s.deps.Writer.Store().LoadKV(loadCtx, s.rec.ID)
+	cancel()
+	if err != nil {
+		s.log.Error("session KV could not be loaded", "err", err)
+	}
+	s.kv.Load(kvs)
+	for _, k := range s.kv.Keys() {
+		if isSystemKey(k) {
+			continue
+		}
+		e, _ := s.kv.Durable(k)
+		s.hub.Seed(pb.StateOf(k, e.Value, e.Rev, e.Deleted), "state:"+k)
+	}
+
+	s.reserved = s.loadReservedIDs()
+	s.turns = turn.New(turn.Config{
+		Out:      turnOut{s},
+		LastID:   s.reserved,
+		Reserve:  s.reserveIDs,
+		InboxMax: s.lim.InboxMax,
+		Images:   func() bool { return s.status.images },
+		Now:      s.clock.Now,
+		Logger:   s.log,
+	})
+
+	if s.rec.Status == StatusEnded {
+		s.status.status = StatusEnded
+		s.emitStatus()
+		s.behavior.Become(s.ended)
+		s.armIdle(ctx)
+		return
+	}
+	if !known {
+		s.setStatus(StatusError, "unknown_agent", fmt.Sprintf("the agent %q is not configured on this daemon", s.rec.Agent))
+		return
+	}
+	s.setStatus(StatusStarting, "", "")
+	s.spawnNativeDomains(ctx)
+	s.startAgent(ctx)
+}
+
+func newEpoch(now time.Time) string {
+	return strconv.FormatInt(now.UnixMilli(), 36) + randomSuffix(3)
+}
+
+// idsKey is the session's own KV entry holding the highest turn or prompt
+// id an activation may have handed out: {"reserved": N}.
+const idsKey = systemPrefix + "ids"
+
+func (s *sessionActor) loadReservedIDs() uint64 {
+	e, ok := s.kv.Durable(idsKey)
+	if ok && !e.Deleted {
+		var v struct {
+			Reserved uint64 `json:"reserved"`
+		}
+		if err := json.Unmarshal(e.Value, &v); err == nil {
+			return v.Reserved
+		}
+		s.log.Error("the reserved turn ids are unreadable; starting above the transcript's")
+	}
+	// A session from before ids were reserved (or an unreadable entry):
+	// continue above every id its transcript holds.
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	entries, err := s.deps.Writer.Store().Transcript(c, s.rec.ID)
+	if err != nil {
+		s.log.Error("the transcript could not be read to continue its ids", "err", err)
+	}
+	var last uint64
+	for _, en := range entries {
+		last = max(last, en.TurnID, en.PromptID)
+	}
+	return last
+}
+
+// reserveIDs makes the store hold a new id block before any id in it is
+// handed out. The write is synchronous: it happens once per idBlock ids.
+func (s *sessionActor) reserveIDs(need uint64) uint64 {
+	next := max(need, s.reserved) + idBlock - 1
+	cur, _ := s.kv.Durable(idsKey)
+	w := store.KV{Key: idsKey, Value: []byte(`{"reserved":` + strconv.FormatUint(next, 10) + `}`), Rev: cur.Rev + 1}
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if f := s.fence(); f != 0 {
+		c = store.WithFence(c, int64(f))
+	}
+	if err := s.deps.Writer.Store().PutKV(c, s.rec.ID, []store.KV{w}); err != nil {
+		// The ids are handed out anyway (refusing the prompt is worse); a
+		// crash before the next reservation could repeat them.
+		s.log.Error("turn ids could not be reserved", "err", err, "upTo", next)
+	} else {
+		s.kv.Commit(w.Key, w.Value, w.Rev, false)
+	}
+	s.reserved = next
+	return next
+}
+
+// end ends the session for good: the agent stops, the turn and the inbox
+// are answered, every client gets end, and the actor becomes ended.
+func (s *sessionActor) end(ctx actor.Context, reason, code, detail string) {
+	s.stopAgent(ctx)
+	s.turns.Close("the session ended")
+	for name, d := range s.domains {
+		ctx.Stop(d.pid)
+		delete(s.domains, name)
+	}
+	s.setStatus(StatusEnded, code, detail)
+	s.hub.End(reason)
+	s.behavior.Become(s.ended)
+	s.armIdle(ctx)
+}
+
+// sleep stops the agent without ending the session (shutdown, idle, moved):
+// the next request wakes it, here or on another node.
+func (s *sessionActor) sleep(ctx actor.Context, why string) {
+	s.stopAgent(ctx)
+	s.turns.Close("the session was put to sleep (" + why + ")")
+	s.status.status = StatusIdle
+	s.persistStatus()
+}
+
+// stop answers Stop: DELETE ends the session; shutdown, idle and moved put
+// it to sleep and stop the actor.
+func (s *sessionActor) stop(ctx actor.Context, m *pb.Stop) {
+	if !s.allowed(m.GetCaller()) {
+		ctx.Respond(&pb.StopResult{Error: notFound()})
+		return
+	}
+	switch m.GetReason() {
+	case "shutdown", "idle", "moved":
+		s.sleep(ctx, m.GetReason())
+		s.hub.End(m.GetReason())
+		s.flush(ctx)
+		ctx.Respond(&pb.StopResult{Ok: true})
+		ctx.Stop(ctx.Self())
+	default:
+		s.end(ctx, "stopped", "", "")
+		ctx.Respond(&pb.StopResult{Ok: true})
+	}
+}
+
+// stopEnded answers Stop for an ended session: it is over already; a
+// shutdown stops the actor.
+func (s *sessionActor) stopEnded(ctx actor.Context, m *pb.Stop) {
+	if !s.allowed(m.GetCaller()) {
+		ctx.Respond(&pb.StopResult{Error: notFound()})
+		return
+	}
+	switch m.GetReason() {
+	case "shutdown", "idle", "moved":
+		s.hub.End(m.GetReason())
+		s.flush(ctx)
+		ctx.Respond(&pb.StopResult{Ok: true})
+		ctx.Stop(ctx.Self())
+	default:
+		ctx.Respond(&pb.StopResult{Ok: true})
+	}
+}
+
+// stopping runs as the actor stops, whatever the reason.
+func (s *sessionActor) stopping(ctx actor.Context) {
+	if s.cfg.OnStopping != nil {
+		s.cfg.OnStopping(ctx.Self())
+	}
+	if s.activated && s.deps.Deactivated != nil {
+		s.deps.Deactivated(s.rec.ID, ctx.Self())
+	}
+	if s.deps.Leaser != nil && s.hub != nil && !s.hub.Ending() && s.refusal == nil {
+		// A cluster grain stopped without saying goodbye: the cluster moved
+		// its identity to another member (rebalancing) or this member is
+		// leaving. Its clients reconnect and find it there.
+		s.hub.End("moved")
+		s.flush(ctx)
+	}
+	s.releaseLease()
+	s.agent.stopTimer()
+	if s.agent.pid != nil {
+		s.agent.expectExit = true
+		ctx.Stop(s.agent.pid)
+		s.agent.pid = nil
+	}
+}
+
+func (s *sessionActor) stopped() {
+	if s.activated {
+		s.deps.Metrics.SessionDown()
+	}
+}
+
+// armIdle sets the receive timeout that lets an unused actor stop: an ended
+// session after EndedLinger, a live one after IdleTimeout (when configured)
+// while nobody watches and no turn runs.
+func (s *sessionActor) armIdle(ctx actor.Context) {
+	switch {
+	case s.status.status == StatusEnded && s.hub.Len() == 0:
+		ctx.SetReceiveTimeout(s.lim.EndedLinger)
+	case s.lim.IdleTimeout > 0 && s.quiet():
+		ctx.SetReceiveTimeout(s.lim.IdleTimeout)
+	default:
+		ctx.CancelReceiveTimeout()
+	}
+}
+
+// quiet: nobody watches, no turn runs, nothing waits.
+func (s *sessionActor) quiet() bool {
+	return s.hub.Len() == 0 && !s.turns.Busy() && s.turns.Queued() == 0 && s.kv.Pending() == 0
+}
+
+// idle puts a live session nobody uses to sleep.
+func (s *sessionActor) idle(ctx actor.Context) {
+	if !s.quiet() {
+		ctx.CancelReceiveTimeout()
+		return
+	}
+	s.log.Info("session idle; stopping its agent until the next request")
+	s.sleep(ctx, "idle")
+	ctx.Stop(ctx.Self())
+}
+
+// ---------------------------------------------------------------------------
+// Delivery
+
+func (s *sessionActor) emit(ev *pb.Event, sticky string) { s.hub.Emit(ev, sticky) }
+
+func (s *sessionActor) emitChat(chunk pb.ChatChunk) { s.hub.Emit(pb.ChatOf(chunk), "") }
+
+func (s *sessionActor) diagnostic(code, message string) {
+	s.log.Warn("diagnostic", "code", code, "message", message)
+	s.emit(pb.DiagnosticOf(code, message), "")
+}
+
+// flush sends what was emitted while handling this message to every
+// subscriber in one batch.
+func (s *sessionActor) flush(ctx actor.Context) {
+	if s.hub != nil && s.hub.Flush(ctx) {
+		// Nobody watches any more: an ended session may now linger and go.
+		s.armIdle(ctx)
+	}
+}
+
+func (s *sessionActor) subscribe(ctx actor.Context, m *pb.Subscribe) {
+	pid := m.GetSubscriber().Actor()
+	if pid == nil {
+		ctx.Respond(&pb.SubscribeResult{Error: pb.Err(CodeInvalid, "subscribe needs a subscriber")})
+		return
+	}
+	if !s.allowed(&pb.Caller{Subject: m.GetSubject()}) {
+		ctx.Respond(&pb.SubscribeResult{Error: notFound()})
+		return
+	}
+	res := s.hub.Subscribe(ctx, hub.Subscriber{PID: pid, Kind: m.GetClientKind(), Subject: m.GetSubject()}, m.GetLastEventId())
+	s.deps.Metrics.Subscribed(res.GetMode())
+	ctx.Respond(res)
+	ctx.CancelReceiveTimeout()
+}
+
+func (s *sessionActor) unsubscribe(ctx actor.Context, m *pb.Unsubscribe) {
+	if p := m.GetSubscriber().Actor(); p != nil {
+		s.hub.Unsubscribe(ctx, p)
+	}
+	s.armIdle(ctx)
+}
+
+func (s *sessionActor) terminated(ctx actor.Context, m *actor.Terminated) {
+	if s.hub != nil && s.hub.Gone(m.Who) {
+		s.armIdle(ctx)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Refusals
+
+func notFound() *pb.Error {
+	return pb.Err(CodeNotFound, "no such session")
+}
+
+// allowed reports whether caller may see this session: its owner, or the
+// daemon itself. Everyone else gets the same answer as for a missing session.
+func (s *sessionActor) allowed(c *pb.Caller) bool {
+	if c == nil {
+		return false
+	}
+	return c.GetSystem() || c.GetSubject() == s.rec.Owner
+}
+
+// refuseEnded answers a write (or a subscription) to an ended session.
+func (s *sessionActor) refuseEnded(ctx actor.Context) {
+	ended := pb.Err(CodeEnded, "the session has ended")
+	var caller *pb.Caller
+	if c, ok := ctx.Message().(interface{ GetCaller() *pb.Caller }); ok {
+		caller = c.GetCaller()
+	}
+	if sub, ok := ctx.Message().(*pb.Subscribe); ok {
+		caller = &pb.Caller{Subject: sub.GetSubject()}
+	}
+	if !s.allowed(caller) {
+		ended = notFound()
+	}
+	switch ctx.Message().(type) {
+	case *pb.Subscribe:
+		ctx.Respond(&pb.SubscribeResult{Error: ended})
+	case *pb.Prompt:
+		ctx.Respond(&pb.PromptResult{Error: ended})
+	case *pb.Abort:
+		ctx.Respond(&pb.AbortResult{Error: ended})
+	case *pb.RunCommand:
+		s.deps.Metrics.Command(ended.GetCode())
+		ctx.Respond(&pb.CommandResult{Refused: ended})
+	case *pb.SetState:
+		ctx.Respond(&pb.SetStateResult{Error: ended})
+	case *pb.UIResponse:
+		ctx.Respond(&pb.UIResponseResult{Error: ended})
+	}
+}
+
+// refuseUnknown answers a request this activation cannot serve with why (a
+// bare *pb.Error, which the cluster directory reads as "ask again" or "no
+// such session").
+func (s *sessionActor) refuseUnknown(ctx actor.Context) {
+	if _, ok := ctx.Message().(proto.Message); !ok || ctx.Sender() == nil {
+		return
+	}
+	e := s.refusal
+	if e == nil {
+		e = pb.Err(CodeMoved, "the session is not active here yet; try again")
+	}
+	ctx.Respond(e)
+}
+
+// refuseFor makes this activation answer every request with e, then stop.
+func (s *sessionActor) refuseFor(ctx actor.Context, e *pb.Error) {
+	s.refusal = e
+	s.behavior.Become(s.refusing)
+	// Requests already queued are answered first (poison is a user message).
+	ctx.Poison(ctx.Self())
+}
+
+// ---------------------------------------------------------------------------
+// Status
+
+// statusLine is the session's status as its clients see it.
+type statusLine struct {
+	status string
+	code   string
+	detail string
+	// images: prompts may carry images (the agent's model takes them).
+	images bool
+}
+
+func (s *sessionActor) emitStatus() {
+	surfaces := s.surfaceInfos()
+	for _, d := range surfaces {
+		d.Rev = 0 // revs travel in state frames; the status changes when availability does
+	}
+	st := s.status
+	s.emit(pb.StatusOf(&pb.StatusEvent{Status: st.status, Busy: s.turns.Busy(), Code: st.code, Detail: st.detail,
+		Title: s.rec.Title, Queued: uint32(s.turns.Queued()), Images: st.images, Surfaces: surfaces}), "session")
+}
+
+func (s *sessionActor) setStatus(status, code, detail string) {
+	changed := status != s.status.status
+	s.status.status, s.status.code, s.status.detail = status, code, detail
+	s.emitStatus()
+	if changed {
+		s.persistStatus()
+	}
+}
+
+func (s *sessionActor) persistStatus() {
+	st := s.status.status
+	s.submit(store.Op{Update: &store.SessionUpdate{Status: &st}})
+}
+
+func (s *sessionActor) setTitle(title string) {
+	if title == s.rec.Title {
+		return
+	}
+	s.rec.Title = title
+	s.submit(store.Op{Update: &store.SessionUpdate{Title: &title}})
+	s.emitStatus()
+}
+
+func (s *sessionActor) summary() *pb.SessionSummary {
+	return &pb.SessionSummary{
+		SessionId:   s.rec.ID,
+		Agent:       s.rec.Agent,
+		Title:       s.rec.Title,
+		Status:      s.status.status,
+		Busy:        s.turns.Busy(),
+		Owner:       s.rec.Owner,
+		Cwd:         s.rec.Cwd,
+		CreatedAtMs: s.rec.Created.UnixMilli(),
+		UpdatedAtMs: s.rec.Updated.UnixMilli(),
+		Surfaces:    s.surfaceInfos(),
+		Code:        s.status.code,
+		Detail:      s.status.detail,
+		Queued:      uint32(s.turns.Queued()),
+		Images:      s.status.images,
+		Epoch:       s.hub.Log().Epoch(),
+		Head:        s.hub.Log().Head(),
+		Node:        s.deps.NodeID,
+	}
+}
+
+// learnModel sets whether prompts may carry images from the model a plain pi
+// agent runs (its models.json input ["text","image"]). An agent configured
+// with images: true keeps them whatever the model says; one that announced
+// surfaced/1 said so itself.
+func (s *sessionActor) learnModel(m *procModel) {
+	if s.agent.announced {
+		return
+	}
+	images := s.spec.Images || m.AcceptsImages()
+	if m != nil {
+		s.log.Info("agent model", "provider", m.Provider, "model", m.ID, "images", images)
+	}
+	if images != s.status.images {
+		s.status.images = images
+		s.emitStatus()
+	}
+}
+
+var _ = surface.HostedAgent

@@ -1,0 +1,95 @@
+package session
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/surfaced/surfaced/actors/session/internal/turn"
+	proc "github.com/surfaced/surfaced/agentproc"
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+)
+
+func (s *sessionActor) getSummary(ctx actor.Context, m *pb.GetSummary) {
+	if !s.allowed(m.GetCaller()) {
+		ctx.Respond(&pb.SessionSummary{Error: notFound()})
+		return
+	}
+	ctx.Respond(s.summary())
+}
+
+func (s *sessionActor) listSurfaces(ctx actor.Context, m *pb.ListSurfaces) {
+	if !s.allowed(m.GetCaller()) {
+		ctx.Respond(&pb.SurfaceList{Error: notFound()})
+		return
+	}
+	ctx.Respond(&pb.SurfaceList{Surfaces: s.surfaceInfos()})
+}
+
+// prompt hands a client's prompt to the turn machine: it starts a turn now,
+// or waits in the inbox.
+func (s *sessionActor) prompt(ctx actor.Context, m *pb.Prompt) {
+	if !s.allowed(m.GetCaller()) {
+		ctx.Respond(&pb.PromptResult{Error: notFound()})
+		return
+	}
+	if s.status.status == StatusError && !s.agent.restarting {
+		ctx.Respond(&pb.PromptResult{Error: pb.Err(CodeUnavailable, "the agent is not running: "+s.status.detail)})
+		return
+	}
+	acc, refused := s.turns.Prompt(turn.Prompt{Text: m.GetMessage(), Images: m.GetImages(), Via: m.GetCaller().GetVia(), Tag: m.GetClientTag()})
+	if refused != nil {
+		ctx.Respond(&pb.PromptResult{Error: refused})
+		return
+	}
+	s.deps.Metrics.Prompt()
+	ctx.Respond(&pb.PromptResult{Accepted: true, Queued: acc.Queued, PromptId: acc.ID})
+	ctx.CancelReceiveTimeout()
+}
+
+func (s *sessionActor) abort(ctx actor.Context, m *pb.Abort) {
+	if !s.allowed(m.GetCaller()) {
+		ctx.Respond(&pb.AbortResult{Error: notFound()})
+		return
+	}
+	busy := s.turns.Abort()
+	ctx.Respond(&pb.AbortResult{Ok: true, WasBusy: busy})
+}
+
+func (s *sessionActor) uiResponse(ctx actor.Context, m *pb.UIResponse) {
+	if !s.allowed(m.GetCaller()) {
+		ctx.Respond(&pb.UIResponseResult{Error: notFound()})
+		return
+	}
+	if e := s.turns.UIResponse(m.GetId(), m.GetWhich(), m.GetValue(), m.GetConfirmed()); e != nil {
+		ctx.Respond(&pb.UIResponseResult{Error: e})
+		return
+	}
+	ctx.Respond(&pb.UIResponseResult{Ok: true})
+}
+
+// runCommand routes a client's command to its domain actor, which answers
+// the caller directly.
+func (s *sessionActor) runCommand(ctx actor.Context, m *pb.RunCommand) {
+	if !s.allowed(m.GetCaller()) {
+		s.refuseCommand(ctx, CodeNotFound, "no such session")
+		return
+	}
+	if !s.limiter.AllowN(s.clock.Now(), 1) {
+		s.deps.Metrics.Limited()
+		s.refuseCommand(ctx, CodeRateLimited, fmt.Sprintf("more than %d commands per second on this session", s.lim.CommandsPerSecond))
+		return
+	}
+	d, ok := s.registered(m.GetDomain())
+	if !ok {
+		s.deps.Metrics.Command(proc.CodeSurfaceNotRegistered)
+		ctx.Respond(&pb.CommandResult{Error: pb.Err(proc.CodeSurfaceNotRegistered, notRegistered(m.GetDomain()))})
+		return
+	}
+	ctx.Forward(d.pid)
+}
+
+func (s *sessionActor) refuseCommand(ctx actor.Context, code, msg string) {
+	s.deps.Metrics.Command(code)
+	ctx.Respond(&pb.CommandResult{Refused: pb.Err(code, msg)})
+}
