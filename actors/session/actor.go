@@ -12,6 +12,7 @@ import (
 	"github.com/surfaced/surfaced/actors/session/internal/kv"
 	"github.com/surfaced/surfaced/actors/session/internal/lease"
 	"github.com/surfaced/surfaced/actors/session/internal/turn"
+	"github.com/surfaced/surfaced/internal/clock"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -49,7 +50,7 @@ type sessionActor struct {
 	deps     *Deps
 	lim      Limits
 	log      *slog.Logger
-	clock    Clock
+	clock    clock.Clock
 	rec      store.Session
 	spec     AgentSpec
 	self     *actor.PID
@@ -72,7 +73,7 @@ type sessionActor struct {
 
 	// Cluster: the lease this activation writes under, and its renewal.
 	lease      *lease.Holder
-	leaseTimer Timer
+	leaseTimer clock.Timer
 	// refusal is why a refusing activation cannot serve.
 	refusal *pb.Error
 	// activated: the session was loaded and counted (Started or ClusterInit).

@@ -12,6 +12,7 @@ import (
 	agentactor "github.com/surfaced/surfaced/actors/agent"
 	"github.com/surfaced/surfaced/actors/session/internal/turn"
 	proc "github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/internal/clock"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -42,7 +43,7 @@ type agentLink struct {
 	expectExit bool
 	// restarting: a restart is scheduled after a crash.
 	restarting bool
-	readyTimer Timer
+	readyTimer clock.Timer
 	nextReq    uint64
 	// crashes within the restart window, oldest first.
 	crashes []time.Time

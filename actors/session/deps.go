@@ -12,6 +12,7 @@ import (
 
 	"github.com/surfaced/surfaced/actors/session/internal/framelog"
 	"github.com/surfaced/surfaced/actors/surface"
+	"github.com/surfaced/surfaced/internal/clock"
 	"github.com/surfaced/surfaced/metrics"
 	"github.com/surfaced/surfaced/store"
 )
@@ -101,17 +102,17 @@ type Deps struct {
 	// holder (a lease holder's node name) holds its lease.
 	LeaseConflict func(sessionID, holder string)
 	// Clock is the session's time (nil: the wall clock).
-	Clock Clock
+	Clock clock.Clock
 	// Activated / Deactivated track the sessions live on this node.
 	Activated   func(id string, pid *actor.PID)
 	Deactivated func(id string, pid *actor.PID)
 }
 
-func (d *Deps) clock() Clock {
+func (d *Deps) clock() clock.Clock {
 	if d.Clock != nil {
 		return d.Clock
 	}
-	return realClock{}
+	return clock.Real{}
 }
 
 func (d *Deps) leaseTTL() time.Duration {

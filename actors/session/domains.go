@@ -88,6 +88,7 @@ func (s *sessionActor) spawnDomain(ctx actor.Context, cfg surface.Config, comman
 	cfg.MaxSnapshot = s.lim.MaxSnapshot
 	cfg.Logger = s.deps.Logger
 	cfg.Outcome = s.deps.Metrics.Command
+	cfg.Clock = s.clock
 	key := proc.SurfaceKey(cfg.Domain)
 	var rev uint64
 	if e, ok := s.kv.Durable(key); ok {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/surfaced/surfaced/actors/dispatch"
 	"github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/internal/clock"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -57,6 +58,8 @@ type Config struct {
 	SettleWindow time.Duration // 0: DefaultSettleWindow
 	MaxSnapshot  int           // 0: DefaultMaxSnapshot
 	Logger       *slog.Logger
+	// Clock runs the settle window (nil: the wall clock).
+	Clock clock.Clock
 	// Outcome, when set, is told the outcome of every command answered:
 	// "ok" or the error code (metrics).
 	Outcome func(outcome string)
@@ -94,7 +97,7 @@ type pending struct {
 	cmd    *pb.RunCommand
 	sender *actor.PID
 	id     string
-	timer  *time.Timer
+	timer  clock.Timer
 }
 
 type outcome struct {
@@ -202,6 +205,13 @@ func (d *domainActor) Receive(ctx actor.Context) {
 }
 
 func surfaceFail(code, msg string) Result { return Fail(code, msg) }
+
+func (d *domainActor) clock() clock.Clock {
+	if d.cfg.Clock != nil {
+		return d.cfg.Clock
+	}
+	return clock.Real{}
+}
 
 func (d *domainActor) start(ctx actor.Context) {
 	var stored json.RawMessage
@@ -314,7 +324,7 @@ func (d *domainActor) run(ctx actor.Context, p pending) {
 		self := ctx.Self()
 		root := ctx.ActorSystem().Root
 		id := p.id
-		p.timer = time.AfterFunc(d.cfg.SettleWindow, func() { root.Send(self, &settleTimeout{id: id}) })
+		p.timer = d.clock().AfterFunc(d.cfg.SettleWindow, func() { root.Send(self, &settleTimeout{id: id}) })
 		d.inflight = &p
 		ctx.Send(d.agent, &pb.AgentSend{Line: line, ExpectId: p.id, ReplyTo: pb.PidOf(self)})
 	}
