@@ -150,12 +150,14 @@ func TestAgentLifecycle(t *testing.T) {
 			`call {"id":"turn.prompt.3","type":"prompt","message":"next"}`,
 		}),
 	}, {
-		name:  "an agent that exits during an aborted turn fails it",
+		// The user asked to stop, and it stopped: cancelled, as ACP requires
+		// of session/cancel, not a failure.
+		name:  "an agent that exits during an aborted turn ends it cancelled",
 		steps: steps(ready(), prompt("hi"), accepted(), abort(), gone("signal killed")),
 		only:  []string{`chat {"type":"abort"`, `chat {"type":"finish"`, `chat {"type":"error"`},
 		want: []string{
-			`chat {"type":"error","errorText":"The agent stopped during the turn (signal killed)."}`,
-			`chat {"type":"finish","messageMetadata":{"turnId":1,"promptIds":[1],"stopReason":"error"}}`,
+			`chat {"type":"abort"}`,
+			`chat {"type":"finish","messageMetadata":{"turnId":1,"promptIds":[1],"stopReason":"cancelled"}}`,
 		},
 	}, {
 		name:  "an agent that exits between turns changes nothing",

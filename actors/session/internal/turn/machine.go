@@ -270,6 +270,11 @@ func (m *Machine) AgentGone(how string, onPurpose bool) {
 	if onPurpose || m.cur == nil {
 		return
 	}
+	if m.cur.aborted {
+		// The user asked the turn to stop, and it stopped.
+		m.endTurn("cancelled", "")
+		return
+	}
 	m.chat(&pb.ChatEvent_TurnError{TurnError: &pb.TurnError{ErrorText: "The agent stopped during the turn (" + how + ")."}})
 	m.endTurn("error", "")
 }
