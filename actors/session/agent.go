@@ -9,7 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	agentactor "github.com/surfaced/surfaced/actors/agent"
+	agentactor "github.com/surfaced/surfaced/actors/internal/agent"
 	"github.com/surfaced/surfaced/actors/session/internal/turn"
 	proc "github.com/surfaced/surfaced/agentproc"
 	"github.com/surfaced/surfaced/internal/clock"
