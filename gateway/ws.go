@@ -198,8 +198,8 @@ func (s *Server) wsRead(ctx context.Context, conn *websocket.Conn, st *stream, c
 		}
 		go func(req wsRequest) {
 			defer func() { <-sem }()
-			fields, err := s.wsHandle(ctx, st.id, caller, &req)
-			st.q.pushReply(wsReply(req.ID, err == nil, fields, err))
+			fields, ok, err := s.wsHandle(ctx, st.id, caller, &req)
+			st.q.pushReply(wsReply(req.ID, ok, fields, err))
 		}(req)
 	}
 }
@@ -235,40 +235,48 @@ func (s *Server) wsAsk(ctx context.Context, id string, msg proto.Message) (proto
 	return res, nil
 }
 
-// wsHandle runs one request; the returned fields join the reply.
-func (s *Server) wsHandle(ctx context.Context, id string, caller *pb.Caller, r *wsRequest) (map[string]any, error) {
+// wsHandle runs one request; the returned fields join the reply. ok is
+// false with a nil error for a command that ran and failed: its result says
+// why, as over HTTP. An error is the request's own failure.
+func (s *Server) wsHandle(ctx context.Context, id string, caller *pb.Caller, r *wsRequest) (fields map[string]any, ok bool, err error) {
 	if r.Type == nil {
-		return nil, fieldErr("type", "type is required: command, prompt, abort, state or ui-response")
+		return nil, false, fieldErr("type", "type is required: command, prompt, abort, state or ui-response")
 	}
+	if *r.Type == "command" {
+		return s.wsCommand(ctx, id, caller, r)
+	}
+	fields, err = s.wsRequest(ctx, id, caller, r)
+	return fields, err == nil, err
+}
+
+// wsCommand runs a surface command: ok is the command's own.
+func (s *Server) wsCommand(ctx context.Context, id string, caller *pb.Caller, r *wsRequest) (map[string]any, bool, error) {
 	str := func(p *string) string {
 		if p == nil {
 			return ""
 		}
 		return *p
 	}
+	if str(r.Domain) == "" {
+		return nil, false, fieldErr("domain", "domain is required")
+	}
+	if str(r.Action) == "" {
+		return nil, false, fieldErr("action", "action is required")
+	}
+	res, err := s.wsAsk(ctx, id, &pb.RunCommand{Caller: caller, Domain: *r.Domain, Action: *r.Action, Args: r.Args})
+	if err != nil {
+		return nil, false, err
+	}
+	cr := res.(*pb.CommandResult)
+	if cr.GetRefused() != nil {
+		return nil, false, fromPB(cr.GetRefused())
+	}
+	return map[string]any{"result": commandJSON(cr)}, cr.GetOk(), nil
+}
+
+// wsRequest runs a request other than a command.
+func (s *Server) wsRequest(ctx context.Context, id string, caller *pb.Caller, r *wsRequest) (map[string]any, error) {
 	switch *r.Type {
-	case "command":
-		if str(r.Domain) == "" {
-			return nil, fieldErr("domain", "domain is required")
-		}
-		if str(r.Action) == "" {
-			return nil, fieldErr("action", "action is required")
-		}
-		res, err := s.wsAsk(ctx, id, &pb.RunCommand{Caller: caller, Domain: *r.Domain, Action: *r.Action, Args: r.Args})
-		if err != nil {
-			return nil, err
-		}
-		cr := res.(*pb.CommandResult)
-		if cr.GetRefused() != nil {
-			return nil, fromPB(cr.GetRefused())
-		}
-		out := commandJSON(cr)
-		if !cr.GetOk() {
-			// The command ran and failed: the reply is ok:false with the
-			// command's error, as over HTTP.
-			return map[string]any{"result": out}, errCommandFailed{out}
-		}
-		return map[string]any{"result": out}, nil
 	case "prompt":
 		if r.Message == nil {
 			return nil, fieldErr("message", "message is required")
@@ -333,8 +341,3 @@ func (s *Server) wsHandle(ctx context.Context, id string, caller *pb.Caller, r *
 		return nil, apiErr(http.StatusBadRequest, "unknown_type", "type "+strings.TrimSpace(*r.Type)+" is not one of command, prompt, abort, state, ui-response", "type")
 	}
 }
-
-// errCommandFailed marks a command that ran and failed (its result says why).
-type errCommandFailed struct{ result map[string]any }
-
-func (e errCommandFailed) Error() string { return "command failed" }

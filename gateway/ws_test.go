@@ -247,3 +247,34 @@ func TestWebSocketNeedsUpgrade(t *testing.T) {
 		t.Fatalf("%d %v", st, out)
 	}
 }
+
+// A command that runs and fails (ok:false) is answered over WebSocket as over
+// HTTP: ok:false with the command's result, and no error or status of the
+// reply's own (those say the request itself failed).
+func TestWebSocketFailedCommandIsItsResult(t *testing.T) {
+	d := start(t)
+	id := d.create(nil)
+	c := d.ws(id, "")
+	c.wait("ready", event("session", func(d map[string]any) bool { return d["status"] == "ready" }))
+
+	st, httpRes := d.do("POST", "/api/sessions/"+id+"/surfaces/demo/fail", map[string]any{})
+	if st != http.StatusOK || httpRes["ok"] != false {
+		t.Fatalf("over HTTP: %d %v", st, httpRes)
+	}
+	c.send(map[string]any{"id": "f1", "type": "command", "domain": "demo", "action": "fail"})
+	r := replyData(c.wait("reply f1", reply("f1")))
+	if r["ok"] != false {
+		t.Fatalf("reply: %v", r)
+	}
+	if _, has := r["error"]; has {
+		t.Errorf("the reply carries an error of its own: %v", r)
+	}
+	if _, has := r["status"]; has {
+		t.Errorf("the reply carries a status: %v", r)
+	}
+	res, _ := json.Marshal(r["result"])
+	want, _ := json.Marshal(httpRes)
+	if string(res) != string(want) {
+		t.Errorf("result %s, over HTTP %s", res, want)
+	}
+}
