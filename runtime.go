@@ -53,7 +53,9 @@ type Config struct {
 	Agents  []AgentSpec
 	Domains []DomainBinding
 	Limits  Limits
-	Logger  *slog.Logger
+	// Quotas bound the sessions CreateSession starts.
+	Quotas Quotas
+	Logger *slog.Logger
 	// Registry receives the daemon's metrics (nil: a private registry).
 	Registry *prometheus.Registry
 	// WorkspaceRoots, when set, bound the working directories sessions may use.
@@ -93,6 +95,7 @@ type Runtime struct {
 	reg    *prometheus.Registry
 	agents map[string]AgentSpec
 	names  []string
+	quotas Quotas
 
 	stopping     atomic.Bool // Shutdown has begun
 	shutdownOnce sync.Once
@@ -126,7 +129,7 @@ func New(cfg Config) (*Runtime, error) {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	r := &Runtime{cfg: cfg, log: log, reg: reg, agents: map[string]AgentSpec{}, live: map[string]*actor.PID{},
-		bus: eventstream.NewEventStream()}
+		bus: eventstream.NewEventStream(), quotas: cfg.Quotas.withDefaults()}
 	for _, a := range cfg.Agents {
 		if a.Name == "" {
 			return nil, errors.New("surfaced: an agent has no name")
@@ -378,6 +381,7 @@ func (r *Runtime) ResolveCwd(a AgentSpec, cwd string) (string, error) {
 }
 
 // CreateSession stores a new session and starts it (its agent spawns now).
+// Past a quota it answers a *QuotaError (errors.Is ErrTooManySessions).
 func (r *Runtime) CreateSession(ctx context.Context, o CreateOptions) (string, error) {
 	a, err := r.ResolveAgent(o.Agent)
 	if err != nil {
@@ -385,6 +389,9 @@ func (r *Runtime) CreateSession(ctx context.Context, o CreateOptions) (string, e
 	}
 	cwd, err := r.ResolveCwd(a, o.Cwd)
 	if err != nil {
+		return "", err
+	}
+	if err := r.checkQuotas(ctx, o.Owner); err != nil {
 		return "", err
 	}
 	now := time.Now()

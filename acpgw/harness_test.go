@@ -54,6 +54,7 @@ func withAgents(a ...surfaced.AgentSpec) option { return func(o *dopt) { o.cfg.A
 func withACP(f func(*acpgw.Options)) option     { return func(o *dopt) { f(&o.acp) } }
 func withGuard(f func(*guard.Config)) option    { return func(o *dopt) { f(&o.guard) } }
 func withLimits(l surfaced.Limits) option       { return func(o *dopt) { o.cfg.Limits = l } }
+func withQuotas(q surfaced.Quotas) option       { return func(o *dopt) { o.cfg.Quotas = q } }
 
 func quietLogger() *slog.Logger {
 	if os.Getenv("ACPGW_TEST_LOG") != "" {

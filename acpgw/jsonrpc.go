@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/surfaced/surfaced"
 )
 
 // JSON-RPC error codes the gateway answers with (ACP v1 $defs/ErrorCode).
@@ -232,6 +234,15 @@ func errMethodNotFound(method string) *acp.RequestError {
 // else's or another agent's.
 func errNoSuchSession() *acp.RequestError {
 	return &acp.RequestError{Code: codeNotFound, Message: "No such session."}
+}
+
+// errTooManySessions answers session/new past a quota of the runtime.
+func errTooManySessions(q *surfaced.QuotaError) *acp.RequestError {
+	msg := fmt.Sprintf("Too many sessions: you already have %d open; delete one first.", q.Count)
+	if q.Scope == surfaced.QuotaTotal {
+		msg = fmt.Sprintf("Too many sessions: this daemon already runs %d.", q.Count)
+	}
+	return &acp.RequestError{Code: codeInternal, Message: msg, Data: map[string]string{"code": "too_many_sessions"}}
 }
 
 // errInternal never carries the failure's text: that is logged.

@@ -323,12 +323,12 @@ func (s *Server) sessionNew(c *conn, m *rpcMessage) {
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
 	defer cancel()
-	if e := s.checkLimits(ctx, c); e != nil {
-		c.respond(m.id, nil, e)
-		return
-	}
 	id, err := s.rt.CreateSession(ctx, surfaced.CreateOptions{Owner: c.subject, Agent: spec.Name, Cwd: cwd})
+	var quota *surfaced.QuotaError
 	switch {
+	case errors.As(err, &quota):
+		c.respond(m.id, nil, errTooManySessions(quota))
+		return
 	case errors.Is(err, surfaced.ErrBadCwd):
 		c.respond(m.id, nil, errInvalidParams("cwd", "%s", strings.TrimPrefix(err.Error(), surfaced.ErrBadCwd.Error()+": ")))
 		return
@@ -344,35 +344,6 @@ func (s *Server) sessionNew(c *conn, m *rpcMessage) {
 	}
 	s.attached(c, id, spec.Name, "new")
 	c.respond(m.id, map[string]string{"sessionId": id}, nil)
-}
-
-// checkLimits applies the HTTP API's session limits to session/new.
-func (s *Server) checkLimits(ctx context.Context, c *conn) *acp.RequestError {
-	if n := len(s.rt.LiveSessions()); n >= s.opts.SessionsTotal {
-		return &acp.RequestError{Code: codeInternal, Message: fmt.Sprintf("Too many sessions: this daemon already runs %d.", n),
-			Data: map[string]string{"code": "too_many_sessions"}}
-	}
-	n, cursor := 0, ""
-	for {
-		page, next, err := s.rt.Store().ListSessions(ctx, store.ListQuery{Owner: c.subject, Cursor: cursor, Limit: store.MaxListLimit})
-		if err != nil {
-			s.log.Error("acp session count failed", "connection", c.id, "err", err)
-			return errInternal("store_failed")
-		}
-		for _, p := range page {
-			if p.Status != session.StatusEnded {
-				n++
-			}
-		}
-		if n >= s.opts.SessionsPerSubject {
-			return &acp.RequestError{Code: codeInternal, Message: fmt.Sprintf("Too many sessions: you already have %d open; delete one first.", n),
-				Data: map[string]string{"code": "too_many_sessions"}}
-		}
-		if next == "" {
-			return nil
-		}
-		cursor = next
-	}
 }
 
 // sessionAttach serves session/load (replay, then answer) and session/resume

@@ -35,8 +35,6 @@ const (
 	DefaultKeepAlive           = 15 * time.Second
 	DefaultIdleTimeout         = 5 * time.Minute
 	DefaultBodyBytes           = 32 << 20
-	DefaultSessionsPerSubject  = 100
-	DefaultSessionsTotal       = 1000
 )
 
 // AgentInfo is what initialize reports as agentInfo.
@@ -75,10 +73,6 @@ type Options struct {
 	IdleTimeout time.Duration
 	// BodyBytes bounds a POST body, images included (32 MiB).
 	BodyBytes int64
-	// SessionsPerSubject and SessionsTotal bound session/new as the HTTP
-	// API bounds POST /api/sessions (100, 1000).
-	SessionsPerSubject int
-	SessionsTotal      int
 	// Revoker, when set, ends the streams of a revoked token.
 	Revoker Revoker
 	// Props adds props options to the session gateway actors (the inspector).
@@ -151,12 +145,6 @@ func New(o Options) *Server {
 	}
 	if s.opts.BodyBytes <= 0 {
 		s.opts.BodyBytes = DefaultBodyBytes
-	}
-	if s.opts.SessionsPerSubject <= 0 {
-		s.opts.SessionsPerSubject = DefaultSessionsPerSubject
-	}
-	if s.opts.SessionsTotal <= 0 {
-		s.opts.SessionsTotal = DefaultSessionsTotal
 	}
 	s.events = newEventCounter(o.Runtime.Registry())
 	s.callPrefix = newConnID()[:8]

@@ -436,3 +436,16 @@ func TestUpdatesQueuedBeforeTheSessionLeftAreDelivered(t *testing.T) {
 		t.Errorf("the running prompt: %v", r)
 	}
 }
+
+// The runtime's quotas bound session/new as they bound POST /api/sessions.
+func TestSessionQuota(t *testing.T) {
+	d := startDaemon(t, withQuotas(surfaced.Quotas{SessionsPerSubject: 1}))
+	c := d.client()
+	c.initialize()
+	c.newSession(tempDir(t))
+	res := c.call("session/new", map[string]any{"cwd": tempDir(t), "mcpServers": []any{}})
+	code, msg, data := rpcError(res)
+	if code != -32603 || data["code"] != "too_many_sessions" || !strings.Contains(msg, "Too many sessions: you already have 1 open") {
+		t.Fatalf("second session past the quota: %v", res)
+	}
+}

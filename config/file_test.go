@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/surfaced/surfaced"
 )
 
 // writeFile writes content to dir/name, creating directories.
@@ -214,9 +216,12 @@ cluster:
 		t.Errorf("session limits: %+v", sl)
 	}
 	gl := f.GatewayLimits()
-	if gl != (GatewayLimits{BodyBytes: 2 << 20, PromptBodyBytes: 64 << 20, SessionsPerSubject: 7, SessionsTotal: 70,
+	if gl != (GatewayLimits{BodyBytes: 2 << 20, PromptBodyBytes: 64 << 20,
 		ClientQueueBytes: 2 << 20, ClientQueueAge: 3 * time.Second, SSEKeepalive: 5 * time.Second, WSPing: 7 * time.Second}) {
 		t.Errorf("gateway limits: %+v", gl)
+	}
+	if q := f.Quotas(); q != (surfaced.Quotas{SessionsPerSubject: 7, SessionsTotal: 70}) {
+		t.Errorf("quotas: %+v", q)
 	}
 	acp := f.ACPSettings()
 	if acp != (ACPSettings{Enabled: false, Path: "/editor", AgentInfo: AgentInfo{Name: "acme", Version: "2.0.0"},
@@ -237,8 +242,11 @@ func TestDefaultAccessors(t *testing.T) {
 	}
 	gl := f.GatewayLimits()
 	if gl.BodyBytes != 1<<20 || gl.PromptBodyBytes != 32<<20 || gl.SSEKeepalive != 15*time.Second || gl.WSPing != 25*time.Second ||
-		gl.ClientQueueAge != 10*time.Second || gl.SessionsPerSubject != 100 || gl.SessionsTotal != 1000 {
+		gl.ClientQueueAge != 10*time.Second {
 		t.Errorf("gateway limits: %+v", gl)
+	}
+	if q := f.Quotas(); q.SessionsPerSubject != 100 || q.SessionsTotal != 1000 {
+		t.Errorf("quotas: %+v", q)
 	}
 	if a := f.ACPSettings(); a.AgentInfo != DefaultAgentInfo() || !a.Enabled || !a.ToolCallPayloads || a.MaxBufferedMessages != 1000 {
 		t.Errorf("acp: %+v", a)

@@ -145,30 +145,32 @@ func (f *File) SessionLimits() surfaced.Limits {
 	}
 }
 
+// Quotas are the session quotas for surfaced.Config.Quotas: the runtime
+// enforces them on every session created, over HTTP or ACP.
+func (f *File) Quotas() surfaced.Quotas {
+	return surfaced.Quotas{SessionsPerSubject: f.Limits.SessionsPerSubject, SessionsTotal: f.Limits.SessionsTotal}
+}
+
 // GatewayLimits are the HTTP gateway's limits.
 type GatewayLimits struct {
-	BodyBytes          int64         // request body
-	PromptBodyBytes    int64         // prompt request body (images)
-	SessionsPerSubject int           // sessions one subject may own
-	SessionsTotal      int           // sessions on the daemon
-	ClientQueueBytes   int           // a client this far behind is cut (slow_consumer)
-	ClientQueueAge     time.Duration // ... or this long behind
-	SSEKeepalive       time.Duration // SSE keepalive comment interval
-	WSPing             time.Duration // WebSocket ping interval (two missed pongs close)
+	BodyBytes        int64         // request body
+	PromptBodyBytes  int64         // prompt request body (images)
+	ClientQueueBytes int           // a client this far behind is cut (slow_consumer)
+	ClientQueueAge   time.Duration // ... or this long behind
+	SSEKeepalive     time.Duration // SSE keepalive comment interval
+	WSPing           time.Duration // WebSocket ping interval (two missed pongs close)
 }
 
 // GatewayLimits returns the gateway's limits.
 func (f *File) GatewayLimits() GatewayLimits {
 	l := f.Limits
 	return GatewayLimits{
-		BodyBytes:          int64(l.BodyBytes),
-		PromptBodyBytes:    int64(l.PromptBodyBytes),
-		SessionsPerSubject: l.SessionsPerSubject,
-		SessionsTotal:      l.SessionsTotal,
-		ClientQueueBytes:   int(l.ClientQueueBytes),
-		ClientQueueAge:     time.Duration(l.ClientQueueAge),
-		SSEKeepalive:       time.Duration(l.SSEKeepalive),
-		WSPing:             time.Duration(l.WSPing),
+		BodyBytes:        int64(l.BodyBytes),
+		PromptBodyBytes:  int64(l.PromptBodyBytes),
+		ClientQueueBytes: int(l.ClientQueueBytes),
+		ClientQueueAge:   time.Duration(l.ClientQueueAge),
+		SSEKeepalive:     time.Duration(l.SSEKeepalive),
+		WSPing:           time.Duration(l.WSPing),
 	}
 }
 

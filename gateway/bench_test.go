@@ -326,7 +326,7 @@ func BenchmarkIdleSSEMemory(b *testing.B) {
 	}
 	b.Run("surfaced", func(b *testing.B) {
 		for range b.N {
-			d := startTB(b, benchDomains(), gwLimits(gatewayLimits{SessionsTotal: 10}))
+			d := startTB(b, benchDomains())
 			id := d.createTB(b)
 			measure(b, d.url+"/api/sessions/"+id+"/events", d.auth())
 		}
@@ -399,7 +399,7 @@ func BenchmarkLiveSessions(b *testing.B) {
 	bin := testkit.Build(b, "./examples/surface-demo-agent")
 	for range b.N {
 		d := startTB(b, agents(surfaced.AgentSpec{Name: "demo", Argv: []string{bin}}), benchDomains(),
-			gwLimits(gatewayLimits{SessionsTotal: n + 10, SessionsPerSubject: n + 10}))
+			quotas(surfaced.Quotas{SessionsTotal: n + 10, SessionsPerSubject: n + 10}))
 		var before runtimeMem
 		before.read()
 		t0 := time.Now()

@@ -44,6 +44,7 @@ func gwLimits(l gateway.Limits) option      { return func(o *dopt) { o.limits = 
 func sessLimits(l surfaced.Limits) option {
 	return func(o *dopt) { o.cfg.Limits = l }
 }
+func quotas(q surfaced.Quotas) option       { return func(o *dopt) { o.cfg.Quotas = q } }
 func guardCfg(f func(*guard.Config)) option { return func(o *dopt) { f(&o.guard) } }
 
 func start(t testing.TB, opts ...option) *daemon {

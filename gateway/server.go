@@ -24,15 +24,13 @@ import (
 
 // Limits of the gateway. Zero values take the defaults.
 type Limits struct {
-	BodyBytes          int64         // request body (1 MiB)
-	PromptBodyBytes    int64         // prompt body, images included (32 MiB)
-	QueueBytes         int           // per-client outbound queue (1 MiB)
-	QueueAge           time.Duration // oldest undelivered frame / write deadline (10 s)
-	KeepAlive          time.Duration // SSE comment (15 s)
-	WSPing             time.Duration // WebSocket ping (25 s)
-	SessionsPerSubject int           // live (not ended) sessions per subject (100)
-	SessionsTotal      int           // active sessions on this node (1000)
-	WSInflight         int           // concurrent requests per WebSocket (16)
+	BodyBytes       int64         // request body (1 MiB)
+	PromptBodyBytes int64         // prompt body, images included (32 MiB)
+	QueueBytes      int           // per-client outbound queue (1 MiB)
+	QueueAge        time.Duration // oldest undelivered frame / write deadline (10 s)
+	KeepAlive       time.Duration // SSE comment (15 s)
+	WSPing          time.Duration // WebSocket ping (25 s)
+	WSInflight      int           // concurrent requests per WebSocket (16)
 }
 
 func (l Limits) withDefaults() Limits {
@@ -53,12 +51,6 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.WSPing <= 0 {
 		l.WSPing = 25 * time.Second
-	}
-	if l.SessionsPerSubject <= 0 {
-		l.SessionsPerSubject = 100
-	}
-	if l.SessionsTotal <= 0 {
-		l.SessionsTotal = 1000
 	}
 	if l.WSInflight <= 0 {
 		l.WSInflight = 16

@@ -71,16 +71,7 @@ func (s *Server) createSession(c echo.Context) error {
 	if s.isClosing() {
 		return apiErr(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
 	}
-	subject := guard.IdentityOf(c).Subject
-	if n := len(s.rt.LiveSessions()); n >= s.lim.SessionsTotal {
-		return apiErr(http.StatusTooManyRequests, "too_many_sessions", fmt.Sprintf("this daemon already runs %d sessions", n))
-	}
-	if n, err := s.liveSessions(c.Request().Context(), subject); err != nil {
-		return err
-	} else if n >= s.lim.SessionsPerSubject {
-		return apiErr(http.StatusTooManyRequests, "too_many_sessions", fmt.Sprintf("you already have %d open sessions; delete one first", n))
-	}
-	opts := surfaced.CreateOptions{Owner: subject}
+	opts := surfaced.CreateOptions{Owner: guard.IdentityOf(c).Subject}
 	if body.Agent != nil {
 		opts.Agent = *body.Agent
 	}
@@ -97,7 +88,13 @@ func (s *Server) createSession(c echo.Context) error {
 		opts.Title = *body.Title
 	}
 	id, err := s.rt.CreateSession(c.Request().Context(), opts)
+	var quota *surfaced.QuotaError
 	switch {
+	case errors.As(err, &quota):
+		if quota.Scope == surfaced.QuotaTotal {
+			return apiErr(http.StatusTooManyRequests, "too_many_sessions", fmt.Sprintf("this daemon already runs %d sessions", quota.Count))
+		}
+		return apiErr(http.StatusTooManyRequests, "too_many_sessions", fmt.Sprintf("you already have %d open sessions; delete one first", quota.Count))
 	case errors.Is(err, surfaced.ErrNoAgent), errors.Is(err, surfaced.ErrAgentChoice), errors.Is(err, surfaced.ErrNoAgents):
 		return apiErr(http.StatusBadRequest, "invalid_agent", sentence(err), "agent")
 	case errors.Is(err, surfaced.ErrBadCwd):
@@ -114,26 +111,6 @@ func sentence(err error) string {
 		return m
 	}
 	return strings.ToUpper(m[:1]) + m[1:] + "."
-}
-
-// liveSessions counts the subject's sessions that have not ended.
-func (s *Server) liveSessions(ctx context.Context, subject string) (int, error) {
-	n, cursor := 0, ""
-	for {
-		page, next, err := s.rt.Store().ListSessions(ctx, store.ListQuery{Owner: subject, Cursor: cursor, Limit: 500})
-		if err != nil {
-			return 0, fmt.Errorf("count sessions: %w", err)
-		}
-		for _, p := range page {
-			if p.Status != session.StatusEnded {
-				n++
-			}
-		}
-		if next == "" || n > s.lim.SessionsPerSubject {
-			return n, nil
-		}
-		cursor = next
-	}
 }
 
 func (s *Server) listSessions(c echo.Context) error {

@@ -98,8 +98,6 @@ func newACPMount(f *config.File, rt *surfaced.Runtime, g *guard.Guard, gl config
 		MaxBufferedMessages:  s.MaxBufferedMessages,
 		KeepAlive:            gl.SSEKeepalive,
 		BodyBytes:            gl.PromptBodyBytes,
-		SessionsPerSubject:   gl.SessionsPerSubject,
-		SessionsTotal:        gl.SessionsTotal,
 		Revoker:              g,
 		Props:                props,
 	})

@@ -64,6 +64,7 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 		Store:          st,
 		Agents:         specs,
 		Limits:         f.SessionLimits(),
+		Quotas:         f.Quotas(),
 		Logger:         log,
 		WorkspaceRoots: f.WorkspaceRoots,
 		Props:          dev.runtimeProps(),
@@ -119,14 +120,12 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 		// CORS for the ACP mount: loopback and browser_origins may read it.
 		CORSMounts: acp.corsMounts(),
 		Limits: gateway.Limits{
-			BodyBytes:          gl.BodyBytes,
-			PromptBodyBytes:    gl.PromptBodyBytes,
-			QueueBytes:         gl.ClientQueueBytes,
-			QueueAge:           gl.ClientQueueAge,
-			KeepAlive:          gl.SSEKeepalive,
-			WSPing:             gl.WSPing,
-			SessionsPerSubject: gl.SessionsPerSubject,
-			SessionsTotal:      gl.SessionsTotal,
+			BodyBytes:       gl.BodyBytes,
+			PromptBodyBytes: gl.PromptBodyBytes,
+			QueueBytes:      gl.ClientQueueBytes,
+			QueueAge:        gl.ClientQueueAge,
+			KeepAlive:       gl.SSEKeepalive,
+			WSPing:          gl.WSPing,
 		},
 	})
 	hs := &http.Server{
