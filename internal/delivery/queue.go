@@ -1,0 +1,353 @@
+package delivery
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+)
+
+// Item is one message on its way to a client: a session frame, which the
+// transport renders, or a message already encoded (a WebSocket reply, an ACP
+// JSON-RPC message), which it writes as it is.
+type Item struct {
+	Frame *pb.Frame
+	Raw   []byte
+}
+
+// itemOverhead is what an item costs beyond its payload: its slot and the
+// framing a transport adds around it. Every item counts, an empty one too.
+const itemOverhead = 24
+
+// Size is what the item counts in a queue's byte bound.
+func (it Item) Size() int {
+	if it.Frame != nil {
+		return int(it.Frame.GetSize()) + len(it.Frame.GetId()) + itemOverhead
+	}
+	return len(it.Raw) + itemOverhead
+}
+
+// Reason is why a stream ends.
+type Reason string
+
+// Reasons a stream ends. The browser sees some of them in its client-only
+// end frame (end{reason}); see each transport for what it writes.
+const (
+	// EndFinal: the session ended the stream; its own end frame is the
+	// last item.
+	EndFinal Reason = "final"
+	// EndSlowConsumer: the client fell more than the queue's bounds behind,
+	// or a write to it stayed blocked for the queue's age bound.
+	EndSlowConsumer Reason = "slow_consumer"
+	// EndSessionGone: the session actor went away without ending the
+	// stream (its node died, it moved); the client reconnects and resumes.
+	EndSessionGone Reason = "session_gone"
+	// EndShutdown and EndMoved: the daemon is stopping; on one node the
+	// session sleeps until it is back, in a cluster another node serves it.
+	EndShutdown Reason = "shutdown"
+	EndMoved    Reason = "moved"
+	// EndRevoked: the credential the stream was opened with was revoked.
+	EndRevoked Reason = "revoked"
+	// EndClosed: something beside the queue ended the stream (the
+	// WebSocket's reader, the ACP connection); what was queued went first.
+	EndClosed Reason = "closed"
+	// EndClientGone: a write failed or the request ended: nobody reads.
+	EndClientGone Reason = "client_gone"
+)
+
+// Limits bound a queue. The zero value of a field takes its default.
+type Limits struct {
+	// MaxBytes bounds what waits for the client: queued items plus those a
+	// writer took and has not written yet (1 MiB).
+	MaxBytes int
+	// MaxAge bounds how long the oldest of them waits (10 s).
+	MaxAge time.Duration
+}
+
+// The browser's defaults (limits.client_queue_bytes and client_queue_age).
+const (
+	DefaultMaxBytes = 1 << 20
+	DefaultMaxAge   = 10 * time.Second
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMaxBytes
+	}
+	if l.MaxAge <= 0 {
+		l.MaxAge = DefaultMaxAge
+	}
+	return l
+}
+
+// Queue is one client's bounded outbound queue. Producers (a subscriber's
+// sink, a WebSocket's request handlers, an ACP connection) push; one writer
+// at a time takes everything queued, writes it and reports it written.
+//
+// A push that leaves the client more than Limits behind, in bytes or in
+// the age of the oldest unwritten item, cuts the client: the queue drops
+// what it holds and ends with EndSlowConsumer. One item larger than the
+// whole budget does not make a client slow; a second one arriving while it
+// still waits does. The session's final batch never cuts.
+type Queue struct {
+	lim  Limits
+	now  func() time.Time
+	wake chan struct{}
+
+	mu          sync.Mutex
+	items       []Item
+	queuedBytes int
+	queuedSince time.Time // when the oldest queued item was pushed
+	flight      int       // items taken by the writer and not yet written
+	flightBytes int
+	flightSince time.Time // when the oldest of them was pushed
+	end         Reason    // the stream ends after what is queued
+	dropped     bool      // ... and nothing is queued: it was cut
+	cutBytes    int       // what was waiting when the queue was cut
+	cutAge      time.Duration
+	pushed      uint64 // items ever pushed
+	written     uint64 // items ever written
+	progress    chan struct{}
+}
+
+// NewQueue returns an empty queue. now is the clock (nil: time.Now).
+func NewQueue(l Limits, now func() time.Time) *Queue {
+	if now == nil {
+		now = time.Now
+	}
+	return &Queue{lim: l.withDefaults(), now: now, wake: make(chan struct{}, 1)}
+}
+
+// Limits are the queue's bounds, defaults filled in.
+func (q *Queue) Limits() Limits { return q.lim }
+
+// Wake is signalled (capacity 1) whenever there is something for the writer:
+// items, or the end of the stream.
+func (q *Queue) Wake() <-chan struct{} { return q.wake }
+
+func (q *Queue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// PushFrames queues a batch of session frames; final marks the session's
+// last batch (its end frame is in it). It reports false when the stream has
+// ended or the client is now too far behind (then it was cut).
+func (q *Queue) PushFrames(fs []*pb.Frame, final bool) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.end != "" {
+		return false
+	}
+	now := q.now()
+	for _, f := range fs {
+		q.addLocked(Item{Frame: f}, now)
+	}
+	if final {
+		q.end = EndFinal
+		q.signal()
+		return true
+	}
+	return q.checkLocked(now)
+}
+
+// PushRaw queues a message already encoded. It reports false when the
+// stream has ended or the client is now too far behind (then it was cut).
+func (q *Queue) PushRaw(b []byte) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.end != "" {
+		return false
+	}
+	now := q.now()
+	q.addLocked(Item{Raw: b}, now)
+	return q.checkLocked(now)
+}
+
+func (q *Queue) addLocked(it Item, now time.Time) {
+	if len(q.items) == 0 {
+		q.queuedSince = now
+	}
+	q.items = append(q.items, it)
+	q.queuedBytes += it.Size()
+	q.pushed++
+}
+
+// checkLocked cuts the client when it is past a bound, else wakes the writer.
+func (q *Queue) checkLocked(now time.Time) bool {
+	if len(q.items)+q.flight > 1 {
+		bytes := q.queuedBytes + q.flightBytes
+		age := q.ageLocked(now)
+		if bytes > q.lim.MaxBytes || age > q.lim.MaxAge {
+			q.dropLocked(EndSlowConsumer)
+			return false
+		}
+	}
+	q.signal()
+	return true
+}
+
+// ageLocked is how long the oldest unwritten item has waited.
+func (q *Queue) ageLocked(now time.Time) time.Duration {
+	var since time.Time
+	switch {
+	case q.flight > 0:
+		since = q.flightSince
+	case len(q.items) > 0:
+		since = q.queuedSince
+	default:
+		return 0
+	}
+	return now.Sub(since)
+}
+
+// dropLocked ends the stream for reason, dropping what is queued.
+func (q *Queue) dropLocked(reason Reason) {
+	q.cutBytes, q.cutAge = q.queuedBytes+q.flightBytes, q.ageLocked(q.now())
+	clear(q.items)
+	q.items = nil
+	q.queuedBytes = 0
+	q.end = reason
+	q.dropped = true
+	q.progressLocked()
+	q.signal()
+}
+
+// End ends the stream for reason after what is queued (EndSessionGone: the
+// session went away). A stream that has ended already keeps its reason.
+func (q *Queue) End(reason Reason) {
+	q.mu.Lock()
+	if q.end == "" {
+		q.end = reason
+		q.progressLocked()
+	}
+	q.mu.Unlock()
+	q.signal()
+}
+
+// Cut ends the stream for reason at once: what is queued is dropped.
+func (q *Queue) Cut(reason Reason) {
+	q.mu.Lock()
+	if !q.dropped {
+		q.dropLocked(reason)
+	}
+	q.mu.Unlock()
+}
+
+// Take hands the writer everything queued, in order, and how the stream
+// ends after it ("" when it goes on). buf is the slice the writer got from
+// the previous Take, for the queue to fill next. The items count as
+// waiting until Written.
+func (q *Queue) Take(buf []Item) ([]Item, Reason) {
+	clear(buf)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	items := q.items
+	q.items = buf[:0]
+	if len(items) > 0 {
+		if q.flight == 0 {
+			q.flightSince = q.queuedSince
+		}
+		q.flight += len(items)
+		q.flightBytes += q.queuedBytes
+		q.queuedBytes = 0
+	}
+	return items, q.end
+}
+
+// Written tells the queue that the writer wrote and flushed everything it
+// took.
+func (q *Queue) Written() {
+	q.mu.Lock()
+	q.written += uint64(q.flight)
+	q.flight, q.flightBytes = 0, 0
+	q.progressLocked()
+	q.mu.Unlock()
+}
+
+// Detach tells the queue that its writer went away without writing what it
+// took: those items are lost (an ACP stream's reader left mid-write), the
+// rest waits for the next writer.
+func (q *Queue) Detach() {
+	q.mu.Lock()
+	q.flight, q.flightBytes = 0, 0
+	q.progressLocked()
+	q.mu.Unlock()
+	// A new writer must look at what is queued.
+	q.signal()
+}
+
+// Ended reports how the stream ended ("" while it goes on).
+func (q *Queue) Ended() Reason {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.end
+}
+
+// Waiting reports what waits for the client: items (queued and in flight),
+// their bytes, and the age of the oldest. After a cut, the bytes and age are
+// those that cut it.
+func (q *Queue) Waiting() (items, bytes int, age time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.dropped {
+		return 0, q.cutBytes, q.cutAge
+	}
+	return len(q.items) + q.flight, q.queuedBytes + q.flightBytes, q.ageLocked(q.now())
+}
+
+// Mark is the count of items pushed so far, for WaitWritten.
+func (q *Queue) Mark() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.pushed
+}
+
+// WaitWritten waits until a writer has written every item pushed before
+// mark. It reports false when the queue was cut or ctx is done.
+func (q *Queue) WaitWritten(ctx context.Context, mark uint64) bool {
+	return q.wait(ctx, func() bool { return q.written >= mark })
+}
+
+// WaitRoom waits until what waits for the client is at most half the byte
+// bound, so that a producer of a long series (an ACP session/load replay)
+// goes at the reader's pace instead of tripping the bound. It reports false
+// when the queue was cut or ctx is done.
+func (q *Queue) WaitRoom(ctx context.Context) bool {
+	return q.wait(ctx, func() bool { return q.queuedBytes+q.flightBytes <= q.lim.MaxBytes/2 })
+}
+
+func (q *Queue) wait(ctx context.Context, done func() bool) bool {
+	for {
+		q.mu.Lock()
+		switch {
+		case done():
+			q.mu.Unlock()
+			return true
+		case q.dropped:
+			q.mu.Unlock()
+			return false
+		}
+		if q.progress == nil {
+			q.progress = make(chan struct{})
+		}
+		ch := q.progress
+		q.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// progressLocked wakes the waiters, if any.
+func (q *Queue) progressLocked() {
+	if q.progress != nil {
+		close(q.progress)
+		q.progress = nil
+	}
+}

@@ -1,0 +1,138 @@
+package delivery
+
+import (
+	"bytes"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// SSE is the plumbing of a Server-Sent Events stream over net/http, shared
+// by the browser's transport (event, id and data lines) and ACP's (data
+// only): the headers, comments, flushing and deadlines. A transport
+// encodes its items into Buffer and the writer's Flush sends them.
+type SSE struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	scratch *scratch // held during a batch only: an idle stream holds none
+}
+
+// StartSSE answers 200 with the headers of an event stream and a first
+// comment, flushed at once so that proxies and browsers see a live stream.
+func StartSSE(w http.ResponseWriter, comment string) (*SSE, error) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	h.Set("Connection", "keep-alive")
+	w.WriteHeader(http.StatusOK)
+	s := &SSE{w: w, rc: http.NewResponseController(w)}
+	return s, s.Comment(comment)
+}
+
+// Buffer is where a transport encodes the items of the current batch.
+func (s *SSE) Buffer() *bytes.Buffer { return &s.scratchOf().line }
+
+// Data is a scratch slice for a transport to render an item's data into
+// before encoding it (reset by the caller).
+func (s *SSE) Data() *[]byte { return &s.scratchOf().data }
+
+func (s *SSE) scratchOf() *scratch {
+	if s.scratch == nil {
+		s.scratch = scratchPool.Get().(*scratch)
+	}
+	return s.scratch
+}
+
+// spillAt is how much a batch encodes before it is handed to the response.
+const spillAt = 32 << 10
+
+// Spill hands what was encoded so far to the response once it is large,
+// so that a burst does not build one huge buffer. Transports call it after
+// each item.
+func (s *SSE) Spill() error {
+	sc := s.scratch
+	if sc == nil || sc.line.Len() < spillAt {
+		return nil
+	}
+	_, err := s.w.Write(sc.line.Bytes())
+	sc.line.Reset()
+	return err
+}
+
+// Flush sends what was encoded and flushes the response.
+func (s *SSE) Flush() error {
+	if sc := s.scratch; sc != nil {
+		s.scratch = nil
+		_, err := s.w.Write(sc.line.Bytes())
+		sc.release()
+		if err != nil {
+			return err
+		}
+	}
+	return s.rc.Flush()
+}
+
+// Comment writes the comment ": text" (":" alone when text is empty) and
+// flushes it.
+func (s *SSE) Comment(text string) error {
+	b := s.Buffer()
+	b.WriteByte(':')
+	if text != "" {
+		b.WriteByte(' ')
+		b.WriteString(text)
+	}
+	b.WriteString("\n\n")
+	return s.Flush()
+}
+
+// SetWriteDeadline bounds the writes to the response.
+func (s *SSE) SetWriteDeadline(t time.Time) error { return s.rc.SetWriteDeadline(t) }
+
+// WriteEvent encodes one event: "event: kind", "id: id" when id is set, and
+// the data. JSON never holds a raw newline; if data did, each of its lines
+// gets its own data field.
+func WriteEvent(b *bytes.Buffer, kind, id string, data []byte) {
+	if kind != "" {
+		b.WriteString("event: ")
+		b.WriteString(kind)
+		b.WriteByte('\n')
+	}
+	if id != "" {
+		b.WriteString("id: ")
+		b.WriteString(id)
+		b.WriteByte('\n')
+	}
+	for {
+		i := bytes.IndexByte(data, '\n')
+		b.WriteString("data: ")
+		if i < 0 {
+			b.Write(data)
+			b.WriteString("\n\n")
+			return
+		}
+		b.Write(bytes.TrimSuffix(data[:i], []byte("\r")))
+		b.WriteByte('\n')
+		data = data[i+1:]
+	}
+}
+
+// scratch is a batch's encoding buffers, pooled across streams.
+type scratch struct {
+	line bytes.Buffer
+	data []byte
+}
+
+// maxPooled bounds the buffers kept for reuse: a huge frame's are dropped.
+const maxPooled = 64 << 10
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+func (sc *scratch) release() {
+	if sc.line.Cap() > maxPooled || cap(sc.data) > maxPooled {
+		return
+	}
+	sc.line.Reset()
+	sc.data = sc.data[:0]
+	scratchPool.Put(sc)
+}

@@ -1,0 +1,228 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/surfaced/surfaced/gateway/guard"
+)
+
+// Transport is a stream's wire: a thin adapter that encodes items its own
+// way and writes them. The writer calls it from one goroutine.
+type Transport interface {
+	// Write encodes one item; it may buffer it until Flush.
+	Write(it Item) error
+	// Flush sends what Write buffered.
+	Flush() error
+	// KeepAlive writes and flushes the transport's keep-alive (an SSE
+	// comment, a WebSocket ping).
+	KeepAlive() error
+	// End writes and flushes what the client gets when the stream ends
+	// for reason: a client-only end frame, a close frame, a comment, or
+	// nothing.
+	End(reason Reason) error
+	// SetWriteDeadline bounds every write from now on (the zero time: no
+	// bound).
+	SetWriteDeadline(t time.Time) error
+}
+
+// Defaults of Writer.
+const (
+	DefaultKeepAlive     = 15 * time.Second
+	DefaultEndGrace      = 5 * time.Second
+	DefaultShutdownGrace = 3 * time.Second
+)
+
+// Writer drains a queue into a transport. The zero value of a field takes
+// its default.
+type Writer struct {
+	// KeepAlive is the interval of the transport's keep-alive (15 s).
+	KeepAlive time.Duration
+	// EndGrace is how long a write found slow may still finish, so that the
+	// client reading again gets its end frame behind it; past it the write
+	// fails (5 s). A write is slow when it has been blocked for the queue's
+	// MaxAge.
+	EndGrace time.Duration
+	// Shutdown, when closed, starts ShutdownGrace: the sessions say their
+	// end as they stop, and a stream that heard nothing by then ends with
+	// ShutdownReason.
+	Shutdown       <-chan struct{}
+	ShutdownGrace  time.Duration // (3 s)
+	ShutdownReason Reason        // (EndShutdown)
+	// Done, when closed, ends the stream at once with EndClosed (the
+	// WebSocket's reader is gone).
+	Done <-chan struct{}
+	// OnSlow is called once when the client is cut as a slow consumer,
+	// however it was found slow (the metric, the log line).
+	OnSlow func()
+
+	// afterFunc starts the slow-write watchdog (nil: time.AfterFunc); tests
+	// fire it themselves.
+	afterFunc func(d time.Duration, f func()) timer
+}
+
+// timer is the watchdog's handle (*time.Timer).
+type timer interface {
+	Reset(d time.Duration) bool
+	Stop() bool
+}
+
+// Run writes what the queue holds as it comes, until the stream ends, and
+// returns why it ended. ctx is the request's: its end is the client going
+// away, or, when its cause is guard.ErrRevoked, the credential revoked.
+//
+// A slow consumer always gets its end: whether the queue cut it (too many
+// bytes or too old) or a write stayed blocked for the queue's MaxAge, OnSlow
+// is called and the transport's End(EndSlowConsumer) is written as soon as
+// the client reads again, within EndGrace.
+func (w *Writer) Run(ctx context.Context, q *Queue, t Transport) Reason {
+	r := run{w: w, q: q, t: t, slowAfter: q.Limits().MaxAge, endGrace: w.EndGrace}
+	if r.endGrace <= 0 {
+		r.endGrace = DefaultEndGrace
+	}
+	defer r.stop()
+	keepEvery := w.KeepAlive
+	if keepEvery <= 0 {
+		keepEvery = DefaultKeepAlive
+	}
+	keep := time.NewTicker(keepEvery)
+	defer keep.Stop()
+	shutdown := w.Shutdown
+	var grace <-chan time.Time
+	// Anything queued before the writer came (an ACP stream's backlog)
+	// goes out now.
+	if end, done := r.drain(); done {
+		return end
+	}
+	for {
+		select {
+		case <-q.Wake():
+			if end, done := r.drain(); done {
+				return end
+			}
+		case <-keep.C:
+			r.arm()
+			err := t.KeepAlive()
+			if slow := r.disarm(); err != nil || slow {
+				return r.failed(slow)
+			}
+		case <-shutdown:
+			shutdown = nil
+			g := w.ShutdownGrace
+			if g <= 0 {
+				g = DefaultShutdownGrace
+			}
+			timer := time.NewTimer(g)
+			defer timer.Stop()
+			grace = timer.C
+		case <-grace:
+			reason := w.ShutdownReason
+			if reason == "" {
+				reason = EndShutdown
+			}
+			return r.end(reason)
+		case <-w.Done:
+			return EndClosed
+		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), guard.ErrRevoked) {
+				return r.end(EndRevoked)
+			}
+			return EndClientGone
+		}
+	}
+}
+
+// run is one Run's state.
+type run struct {
+	w         *Writer
+	q         *Queue
+	t         Transport
+	buf       []Item
+	slowAfter time.Duration
+	endGrace  time.Duration
+	watchdog  timer
+	blocked   atomic.Bool // the watchdog fired: a write has been blocked for slowAfter
+}
+
+// drain writes everything queued; done reports that the stream ended.
+func (r *run) drain() (Reason, bool) {
+	items, end := r.q.Take(r.buf)
+	if len(items) > 0 {
+		r.arm()
+		err := r.writeAll(items)
+		slow := r.disarm()
+		clear(items)
+		if err != nil || slow {
+			return r.failed(slow), true
+		}
+		r.q.Written()
+	}
+	// A burst's large slice is not kept by an idle stream.
+	if cap(items) > 256 {
+		items = nil
+	}
+	r.buf = items
+	if end != "" {
+		return r.end(end), true
+	}
+	return "", false
+}
+
+func (r *run) writeAll(items []Item) error {
+	for _, it := range items {
+		if err := r.t.Write(it); err != nil {
+			return err
+		}
+	}
+	return r.t.Flush()
+}
+
+// arm starts the slow-write watchdog and bounds the write: a write blocked
+// for slowAfter makes the client slow; one blocked endGrace longer fails.
+func (r *run) arm() {
+	r.blocked.Store(false)
+	if r.watchdog == nil {
+		fire := func() { r.blocked.Store(true) }
+		if r.w.afterFunc != nil {
+			r.watchdog = r.w.afterFunc(r.slowAfter, fire)
+		} else {
+			r.watchdog = time.AfterFunc(r.slowAfter, fire)
+		}
+	} else {
+		r.watchdog.Reset(r.slowAfter)
+	}
+	_ = r.t.SetWriteDeadline(time.Now().Add(r.slowAfter + r.endGrace))
+}
+
+// disarm stops the watchdog and reports whether it fired.
+func (r *run) disarm() bool {
+	r.watchdog.Stop()
+	return r.blocked.Load()
+}
+
+func (r *run) stop() {
+	if r.watchdog != nil {
+		r.watchdog.Stop()
+	}
+}
+
+// failed ends a stream whose write failed, or finished only after the
+// client was found slow.
+func (r *run) failed(slow bool) Reason {
+	if slow {
+		return r.end(EndSlowConsumer)
+	}
+	return EndClientGone
+}
+
+// end writes the transport's end for reason; a slow consumer is reported.
+func (r *run) end(reason Reason) Reason {
+	if reason == EndSlowConsumer && r.w.OnSlow != nil {
+		r.w.OnSlow()
+	}
+	_ = r.t.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = r.t.End(reason)
+	return reason
+}

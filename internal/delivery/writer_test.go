@@ -1,0 +1,335 @@
+package delivery
+
+import (
+	"context"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/surfaced/surfaced/gateway/guard"
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+)
+
+// fakeTransport records what a writer does. A write can be made to block
+// until released or until the write deadline passes, as a socket whose peer
+// stopped reading does.
+type fakeTransport struct {
+	mu       sync.Mutex
+	written  []string // frame ids and raw messages, in order
+	ends     []Reason
+	keeps    int
+	deadline time.Time
+	block    chan struct{} // non-nil: writes block on it
+	blocked  chan struct{} // signalled when a write blocks
+	events   chan string   // "write", "keep", "end:<reason>"
+}
+
+func newFakeTransport() *fakeTransport {
+	return &fakeTransport{events: make(chan string, 1000), blocked: make(chan struct{}, 1)}
+}
+
+func (f *fakeTransport) Write(it Item) error {
+	f.mu.Lock()
+	block, deadline := f.block, f.deadline
+	f.mu.Unlock()
+	if block != nil {
+		select {
+		case f.blocked <- struct{}{}:
+		default:
+		}
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		select {
+		case <-block:
+		case <-t.C:
+			return os.ErrDeadlineExceeded
+		}
+	}
+	f.mu.Lock()
+	if it.Frame != nil {
+		f.written = append(f.written, it.Frame.GetId())
+	} else {
+		f.written = append(f.written, string(it.Raw))
+	}
+	f.mu.Unlock()
+	f.events <- "write"
+	return nil
+}
+
+func (f *fakeTransport) Flush() error { return nil }
+
+func (f *fakeTransport) KeepAlive() error {
+	f.mu.Lock()
+	f.keeps++
+	f.mu.Unlock()
+	f.events <- "keep"
+	return nil
+}
+
+func (f *fakeTransport) End(r Reason) error {
+	f.mu.Lock()
+	f.ends = append(f.ends, r)
+	f.mu.Unlock()
+	f.events <- "end:" + string(r)
+	return nil
+}
+
+func (f *fakeTransport) SetWriteDeadline(t time.Time) error {
+	f.mu.Lock()
+	f.deadline = t
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fakeTransport) setBlock(ch chan struct{}) {
+	f.mu.Lock()
+	f.block = ch
+	f.mu.Unlock()
+}
+
+func (f *fakeTransport) state() ([]string, []Reason) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.written...), append([]Reason(nil), f.ends...)
+}
+
+// waitEvent waits for the transport to report ev.
+func (f *fakeTransport) waitEvent(t *testing.T, ev string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case got := <-f.events:
+			if got == ev {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("timed out waiting for %s", ev)
+		}
+	}
+}
+
+// manualTimer is a watchdog the test fires.
+type manualTimer struct {
+	mu sync.Mutex
+	f  func()
+}
+
+func (m *manualTimer) afterFunc(_ time.Duration, f func()) timer {
+	m.mu.Lock()
+	m.f = f
+	m.mu.Unlock()
+	return m
+}
+
+func (m *manualTimer) Reset(time.Duration) bool { return true }
+func (m *manualTimer) Stop() bool               { return true }
+
+func (m *manualTimer) fire() {
+	m.mu.Lock()
+	f := m.f
+	m.mu.Unlock()
+	f()
+}
+
+// runWriter runs w over q and t in a goroutine; the result arrives on the
+// returned channel.
+func runWriter(ctx context.Context, w *Writer, q *Queue, t Transport) <-chan Reason {
+	out := make(chan Reason, 1)
+	go func() { out <- w.Run(ctx, q, t) }()
+	return out
+}
+
+func result(t *testing.T, ch <-chan Reason) Reason {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writer did not end")
+		return ""
+	}
+}
+
+func TestWriterWritesInOrderThenFinal(t *testing.T) {
+	q := NewQueue(Limits{}, nil)
+	ft := newFakeTransport()
+	done := runWriter(context.Background(), &Writer{}, q, ft)
+	q.PushFrames([]*pb.Frame{frame("e-1", 1), frame("e-2", 1)}, false)
+	q.PushRaw([]byte("reply"))
+	q.PushFrames([]*pb.Frame{{Id: "e-3", Event: pb.EndOf("stopped")}}, true)
+	if r := result(t, done); r != EndFinal {
+		t.Fatalf("ended %q", r)
+	}
+	written, ends := ft.state()
+	if len(written) != 4 || written[0] != "e-1" || written[2] != "reply" || written[3] != "e-3" {
+		t.Errorf("written %v", written)
+	}
+	if len(ends) != 1 || ends[0] != EndFinal {
+		t.Errorf("ends %v", ends)
+	}
+}
+
+// A client the queue cut gets its end frame, and the cut is counted, once.
+func TestWriterSlowConsumerCutByTheQueue(t *testing.T) {
+	q := NewQueue(Limits{MaxBytes: 100, MaxAge: time.Hour}, nil)
+	ft := newFakeTransport()
+	var slow atomic.Int32
+	done := runWriter(context.Background(), &Writer{OnSlow: func() { slow.Add(1) }}, q, ft)
+	q.PushFrames([]*pb.Frame{frame("e-1", 200)}, false)
+	q.PushFrames([]*pb.Frame{frame("e-2", 200)}, false)
+	if r := result(t, done); r != EndSlowConsumer {
+		t.Fatalf("ended %q", r)
+	}
+	if _, ends := ft.state(); len(ends) != 1 || ends[0] != EndSlowConsumer {
+		t.Errorf("ends %v", ends)
+	}
+	if slow.Load() != 1 {
+		t.Errorf("OnSlow called %d times", slow.Load())
+	}
+}
+
+// A write that stays blocked for the queue's age bound makes the client a
+// slow consumer even when nothing more is pushed (the queue never sees it):
+// the cut is counted, and once the client reads again it gets its end frame
+// behind what was blocked.
+func TestWriterSlowConsumerWhenTheWriteStalls(t *testing.T) {
+	q := NewQueue(Limits{MaxBytes: 1 << 20, MaxAge: 50 * time.Millisecond}, nil)
+	ft := newFakeTransport()
+	release := make(chan struct{})
+	ft.setBlock(release)
+	var slow atomic.Int32
+	wd := &manualTimer{}
+	w := &Writer{EndGrace: time.Minute, OnSlow: func() { slow.Add(1) }, afterFunc: wd.afterFunc}
+	done := runWriter(context.Background(), w, q, ft)
+	q.PushFrames([]*pb.Frame{frame("e-1", 10)}, false)
+	<-ft.blocked
+	// The age bound passes while the write is blocked; then the client
+	// reads again.
+	wd.fire()
+	ft.setBlock(nil)
+	close(release)
+	if r := result(t, done); r != EndSlowConsumer {
+		t.Fatalf("ended %q", r)
+	}
+	written, ends := ft.state()
+	if len(written) != 1 || len(ends) != 1 || ends[0] != EndSlowConsumer {
+		t.Errorf("written %v, ends %v", written, ends)
+	}
+	if slow.Load() != 1 {
+		t.Errorf("OnSlow called %d times", slow.Load())
+	}
+}
+
+// A write that never finishes fails at the write deadline; the cut is still
+// counted (and its end attempted).
+func TestWriterSlowConsumerWhenTheDeadlineFires(t *testing.T) {
+	q := NewQueue(Limits{MaxBytes: 1 << 20, MaxAge: 20 * time.Millisecond}, nil)
+	ft := newFakeTransport()
+	ft.setBlock(make(chan struct{})) // never released
+	var slow atomic.Int32
+	done := runWriter(context.Background(), &Writer{EndGrace: 20 * time.Millisecond, OnSlow: func() { slow.Add(1) }}, q, ft)
+	q.PushFrames([]*pb.Frame{frame("e-1", 10)}, false)
+	if r := result(t, done); r != EndSlowConsumer {
+		t.Fatalf("ended %q", r)
+	}
+	if slow.Load() != 1 {
+		t.Errorf("OnSlow called %d times", slow.Load())
+	}
+	if _, ends := ft.state(); len(ends) != 1 || ends[0] != EndSlowConsumer {
+		t.Errorf("ends %v", ends)
+	}
+}
+
+func TestWriterRevoked(t *testing.T) {
+	q := NewQueue(Limits{}, nil)
+	ft := newFakeTransport()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := runWriter(ctx, &Writer{}, q, ft)
+	cancel(guard.ErrRevoked)
+	if r := result(t, done); r != EndRevoked {
+		t.Fatalf("ended %q", r)
+	}
+	if _, ends := ft.state(); len(ends) != 1 || ends[0] != EndRevoked {
+		t.Errorf("ends %v", ends)
+	}
+	// A client that left is not told anything.
+	ft = newFakeTransport()
+	ctx, cancel2 := context.WithCancel(context.Background())
+	done = runWriter(ctx, &Writer{}, q, ft)
+	cancel2()
+	if r := result(t, done); r != EndClientGone {
+		t.Fatalf("ended %q", r)
+	}
+	if _, ends := ft.state(); len(ends) != 0 {
+		t.Errorf("ends %v", ends)
+	}
+}
+
+func TestWriterKeepAlive(t *testing.T) {
+	q := NewQueue(Limits{}, nil)
+	ft := newFakeTransport()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := runWriter(ctx, &Writer{KeepAlive: 10 * time.Millisecond}, q, ft)
+	ft.waitEvent(t, "keep")
+	ft.waitEvent(t, "keep")
+	cancel()
+	result(t, done)
+}
+
+func TestWriterShutdownGrace(t *testing.T) {
+	q := NewQueue(Limits{}, nil)
+	ft := newFakeTransport()
+	shutdown := make(chan struct{})
+	done := runWriter(context.Background(), &Writer{Shutdown: shutdown, ShutdownGrace: 10 * time.Millisecond, ShutdownReason: EndMoved}, q, ft)
+	close(shutdown)
+	// Within the grace the session's own end would still go first.
+	q.PushFrames([]*pb.Frame{frame("e-1", 1)}, false)
+	if r := result(t, done); r != EndMoved {
+		t.Fatalf("ended %q", r)
+	}
+	if written, ends := ft.state(); len(written) != 1 || len(ends) != 1 || ends[0] != EndMoved {
+		t.Errorf("written %v, ends %v", written, ends)
+	}
+}
+
+// Done ends the stream at once; an ended queue (an ACP connection that
+// closed) delivers what it holds first.
+func TestWriterDoneAndClosed(t *testing.T) {
+	q := NewQueue(Limits{}, nil)
+	ft := newFakeTransport()
+	stop := make(chan struct{})
+	done := runWriter(context.Background(), &Writer{Done: stop}, q, ft)
+	close(stop)
+	if r := result(t, done); r != EndClosed {
+		t.Fatalf("ended %q", r)
+	}
+
+	q = NewQueue(Limits{}, nil)
+	q.PushRaw([]byte("left"))
+	q.End(EndClosed)
+	ft = newFakeTransport()
+	if r := (&Writer{}).Run(context.Background(), q, ft); r != EndClosed {
+		t.Fatalf("ended %q", r)
+	}
+	if written, ends := ft.state(); len(written) != 1 || len(ends) != 1 || ends[0] != EndClosed {
+		t.Errorf("written %v, ends %v", written, ends)
+	}
+}
+
+// What was queued before the writer came is written at once.
+func TestWriterBacklog(t *testing.T) {
+	q := NewQueue(Limits{}, nil)
+	q.PushRaw([]byte("early"))
+	<-q.Wake() // a previous writer saw the signal and left
+	ft := newFakeTransport()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := runWriter(ctx, &Writer{}, q, ft)
+	ft.waitEvent(t, "write")
+	cancel()
+	if r := result(t, done); r != EndClientGone {
+		t.Fatalf("ended %q", r)
+	}
+}
