@@ -14,6 +14,7 @@ import (
 	"github.com/surfaced/surfaced/gateway"
 	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/internal/testkit"
+	harness "github.com/surfaced/surfaced/internal/testkit/daemon"
 )
 
 func sha256hex(s string) string {
@@ -457,5 +458,34 @@ func TestMetrics(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
 		}
+	}
+}
+
+// A client whose socket stops taking data is cut when a write has been
+// blocked for the queue's age, even when no more frames come to find it
+// behind: the cut is counted at once, and the client, reading again, finds
+// end{slow_consumer} behind what was blocked.
+func TestSlowConsumerCutWhenTheWriteStalls(t *testing.T) {
+	d := start(t, gwLimits(gateway.Limits{QueueBytes: 64 << 20, QueueAge: 2 * time.Second}))
+	id := d.create(nil)
+	fast := d.sse(id, "")
+	fast.Wait(t, 10*time.Second, "ready", testkit.IsStatus("ready"))
+	slow := testkit.DialStalledSSE(t, d.url, "/api/sessions/"+id+"/events", d.auth())
+	// Enough to fill the stalled client's socket buffers, sent well inside
+	// the age bound; then nothing more.
+	big := strings.Repeat("x", 100<<10)
+	for i := 0; i < 100; i++ {
+		if st, out := d.do("POST", "/api/sessions/"+id+"/surfaces/demo/fill", map[string]any{"args": map[string]any{"text": big}}); st != 200 {
+			t.Fatalf("fill: %d %v", st, out)
+		}
+	}
+	fast.Wait(t, 10*time.Second, "last rev", testkit.IsState("surface:demo", 101))
+	harness.Eventually(t, 15*time.Second, "the cut counted", func() bool {
+		_, out := d.do("GET", "/metrics", nil)
+		return strings.Contains(out["_raw"].(string), `surfaced_slow_consumer_cuts_total{kind="sse"} 1`)
+	})
+	rest := slow.ReadAll(t, 30*time.Second)
+	if !strings.Contains(rest, "event: end\ndata: {\"reason\":\"slow_consumer\"}") {
+		t.Fatalf("the stalled client was not told end{slow_consumer}; tail: %q", tail(rest, 300))
 	}
 }

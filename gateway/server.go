@@ -1,6 +1,6 @@
 // Package gateway is the browser-facing gateway: the HTTP API (echo), the SSE
-// and WebSocket gateway actors (one per connected client, each holding that
-// client's bounded outbound queue), and the embedded web UI.
+// and WebSocket streams (each a thin transport over internal/delivery's
+// subscriber actor, bounded queue and writer), and the embedded web UI.
 package gateway
 
 import (
@@ -20,6 +20,7 @@ import (
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/gateway/webui"
+	"github.com/surfaced/surfaced/internal/delivery"
 )
 
 // Limits of the gateway. Zero values take the defaults.
@@ -87,6 +88,8 @@ type Server struct {
 	closing  bool
 	streams  map[*stream]struct{}
 	shutdown chan struct{}
+
+	sseWriter, wsWriter *delivery.Writer
 }
 
 // New builds the server and its routes.
@@ -97,6 +100,8 @@ func New(o Options) *Server {
 	}
 	s := &Server{rt: o.Runtime, guard: o.Guard, lim: o.Limits.withDefaults(), log: log, opts: o,
 		streams: map[*stream]struct{}{}, shutdown: make(chan struct{})}
+	s.sseWriter = s.writer("sse", s.lim.KeepAlive)
+	s.wsWriter = s.writer("ws", s.lim.WSPing)
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true

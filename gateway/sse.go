@@ -1,17 +1,11 @@
 package gateway
 
 import (
-	"bytes"
-	"context"
-	"errors"
-	"net/http"
-	"time"
-
 	"github.com/labstack/echo/v4"
 
 	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/internal/delivery"
 	"github.com/surfaced/surfaced/internal/wire"
-	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
 // events serves GET /api/sessions/{id}/events: the session's frames as SSE,
@@ -26,117 +20,43 @@ func (s *Server) events(c echo.Context) error {
 		return err
 	}
 	defer st.close()
-
-	w := c.Response()
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	h.Set("Connection", "keep-alive")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	// Headers and a comment go out at once: proxies and browsers see a live stream.
-	if _, err := w.Write([]byte(": " + st.mode + "\n\n")); err != nil {
+	// The first comment names how the stream began (fresh, resumed, resync).
+	sse, err := delivery.StartSSE(c.Response(), st.mode)
+	if err != nil {
 		return nil
 	}
-	if err := rc.Flush(); err != nil {
-		return nil
-	}
-
 	ctx, cancel := s.guard.Context(c.Request().Context(), guard.IdentityOf(c))
 	defer cancel()
-	keep := time.NewTicker(s.lim.KeepAlive)
-	defer keep.Stop()
-	var shutdownGrace <-chan time.Time
-	shutdown := s.shutdown
-	buf := make([]*pb.Frame, 0, 64)
-	var line bytes.Buffer
-	var data []byte
-	for {
-		select {
-		case <-st.q.wake:
-			frames, _, final, cut := st.q.take(buf)
-			buf = frames[:0]
-			_ = rc.SetWriteDeadline(time.Now().Add(s.lim.QueueAge))
-			for _, f := range frames {
-				line.Reset()
-				data = wire.AppendData(data[:0], f.Event)
-				writeSSE(&line, wire.Kind(f.Event), f.Id, data)
-				if _, err := w.Write(line.Bytes()); err != nil {
-					return nil
-				}
-			}
-			clear(frames)
-			if cut != "" {
-				if cut == "slow_consumer" {
-					s.rt.Metrics().SlowConsumer("sse")
-					s.log.Warn("client cut: too far behind", "session", st.id, "kind", "sse")
-					s.writeSSEEnd(w, rc, "slow_consumer")
-				}
-				return nil
-			}
-			if err := rc.Flush(); err != nil {
-				return nil
-			}
-			if final {
-				return nil
-			}
-		case <-keep.C:
-			_ = rc.SetWriteDeadline(time.Now().Add(s.lim.QueueAge))
-			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
-				return nil
-			}
-			if err := rc.Flush(); err != nil {
-				return nil
-			}
-		case <-shutdown:
-			// The sessions say end{shutdown} themselves as they stop; a
-			// stream that hears nothing gets it from here.
-			shutdown = nil
-			shutdownGrace = time.After(3 * time.Second)
-		case <-shutdownGrace:
-			s.writeSSEEnd(w, rc, s.shutdownReason())
-			return nil
-		case <-ctx.Done():
-			if errors.Is(context.Cause(ctx), guard.ErrRevoked) {
-				s.writeSSEEnd(w, rc, "revoked")
-			}
-			return nil
-		}
-	}
+	st.run(ctx, s.sseWriter, sseTransport{sse})
+	return nil
 }
 
-// writeSSEEnd writes a client-only end frame (not part of the session's log:
-// it carries no id, so the client's resume position stays where it was).
-func (s *Server) writeSSEEnd(w http.ResponseWriter, rc *http.ResponseController, reason string) {
-	_ = rc.SetWriteDeadline(time.Now().Add(time.Second))
-	var b bytes.Buffer
-	writeSSE(&b, "end", "", endData(reason))
-	_, _ = w.Write(b.Bytes())
-	_ = rc.Flush()
+// sseTransport writes session frames as SSE events: "event: <kind>",
+// "id: <epoch>-<seq>" and the data internal/wire renders.
+type sseTransport struct{ *delivery.SSE }
+
+func (t sseTransport) Write(it delivery.Item) error {
+	if f := it.Frame; f != nil {
+		d := t.Data()
+		*d = wire.AppendData((*d)[:0], f.GetEvent())
+		delivery.WriteEvent(t.Buffer(), wire.Kind(f.GetEvent()), f.GetId(), *d)
+	} else {
+		delivery.WriteEvent(t.Buffer(), "", "", it.Raw)
+	}
+	return t.Spill()
 }
 
-// writeSSE encodes one event. JSON from the session never holds a raw
-// newline; if some data did, each line gets its own data: field.
-func writeSSE(b *bytes.Buffer, kind, id string, data []byte) {
-	b.WriteString("event: ")
-	b.WriteString(kind)
-	b.WriteByte('\n')
-	if id != "" {
-		b.WriteString("id: ")
-		b.WriteString(id)
-		b.WriteByte('\n')
+func (t sseTransport) KeepAlive() error { return t.Comment("keep-alive") }
+
+// End writes the client-only end frame: no id, so that the client's resume
+// position stays where it was. A stream the session ended carries the
+// session's own end; one whose session went away just closes (the client
+// reconnects and resumes).
+func (t sseTransport) End(reason delivery.Reason) error {
+	switch reason {
+	case delivery.EndSlowConsumer, delivery.EndShutdown, delivery.EndMoved, delivery.EndRevoked:
+		delivery.WriteEvent(t.Buffer(), "end", "", endData(reason))
+		return t.Flush()
 	}
-	for {
-		i := bytes.IndexByte(data, '\n')
-		b.WriteString("data: ")
-		if i < 0 {
-			b.Write(data)
-			b.WriteString("\n\n")
-			return
-		}
-		b.Write(bytes.TrimSuffix(data[:i], []byte("\r")))
-		b.WriteByte('\n')
-		data = data[i+1:]
-	}
+	return nil
 }

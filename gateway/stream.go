@@ -4,23 +4,26 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/labstack/echo/v4"
 
 	"github.com/surfaced/surfaced/actors/session"
 	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/internal/delivery"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
-// stream is one connected client: its gateway actor and its queue.
+// stream is one connected browser client: its subscriber actor and the
+// queue the actor fills and the connection's writer drains.
 type stream struct {
 	s    *Server
-	kind string
-	id   string
-	q    *outbound
+	kind string // sse or ws
+	id   string // the session
+	q    *delivery.Queue
 	pid  *actor.PID
-	sys  *actor.ActorSystem // where the gateway actor lives (a rejoin replaces the runtime's)
+	sys  *actor.ActorSystem // where the subscriber lives (a rejoin replaces the runtime's)
 	mode string
 }
 
@@ -37,7 +40,7 @@ func lastEventID(c echo.Context) (string, error) {
 	return v, nil
 }
 
-// openStream spawns the client's gateway actor and subscribes it to the
+// openStream spawns the client's subscriber actor and subscribes it to the
 // session; the session sends it the replay (or sticky state) and then every
 // live frame. Nothing is written to the client before this succeeds, so a
 // refusal is an ordinary JSON error.
@@ -46,17 +49,17 @@ func (s *Server) openStream(c echo.Context, kind, last string) (*stream, error) 
 		return nil, apiErr(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
 	}
 	id := c.Param("id")
-	q := newOutbound(s.lim.QueueBytes, s.lim.QueueAge)
+	q := delivery.NewQueue(delivery.Limits{MaxBytes: s.lim.QueueBytes, MaxAge: s.lim.QueueAge}, nil)
 	var opts []actor.PropsOption
 	if s.opts.Props != nil {
 		opts = s.opts.Props(kind, id)
 	}
 	sys := s.rt.System()
-	pid := sys.Root.SpawnPrefix(clientProps(q, opts...), kind+"-")
+	pid := sys.Root.SpawnPrefix(delivery.Props(delivery.QueueSink{Q: q}, opts...), kind+"-")
 	st := &stream{s: s, kind: kind, id: id, q: q, pid: pid, sys: sys}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), session.DefaultRequestTimeout)
 	defer cancel()
-	res, err := s.rt.Request(ctx, id, &pb.Subscribe{Subscriber: pb.PidOf(pid), LastEventId: last, ClientKind: kind,
+	r, err := delivery.Subscribe(ctx, s.rt, id, pid, &pb.Subscribe{LastEventId: last, ClientKind: kind,
 		Subject: guard.IdentityOf(c).Subject})
 	if err != nil {
 		sys.Root.Stop(pid)
@@ -65,7 +68,6 @@ func (s *Server) openStream(c echo.Context, kind, last string) (*stream, error) 
 		}
 		return nil, err
 	}
-	r := res.(*pb.SubscribeResult)
 	if r.GetError() != nil {
 		sys.Root.Stop(pid)
 		return nil, fromPB(r.GetError())
@@ -80,22 +82,40 @@ func (s *Server) openStream(c echo.Context, kind, last string) (*stream, error) 
 	return st, nil
 }
 
+// run drains the stream into t until it ends.
+func (st *stream) run(ctx context.Context, w *delivery.Writer, t delivery.Transport) {
+	if w.Run(ctx, st.q, t) == delivery.EndSlowConsumer {
+		n, bytes, age := st.q.Waiting()
+		st.s.log.Warn("client cut: too far behind", "session", st.id, "kind", st.kind, "items", n, "bytes", bytes, "age", age)
+	}
+}
+
 func (st *stream) close() {
 	st.sys.Root.Stop(st.pid)
 	st.s.untrack(st)
 	st.s.rt.Metrics().ClientDown(st.kind)
 }
 
-func endData(reason string) []byte {
-	return []byte(`{"reason":"` + reason + `"}`)
+func endData(reason delivery.Reason) []byte {
+	return []byte(`{"reason":"` + string(reason) + `"}`)
 }
 
 // shutdownReason is the end a stream gets from a node going away: shutdown
 // on a single node (the session sleeps until the daemon is back), moved in a
 // cluster (another node serves the session: reconnect now).
-func (s *Server) shutdownReason() string {
+func (s *Server) shutdownReason() delivery.Reason {
 	if s.rt.Clustered() {
-		return "moved"
+		return delivery.EndMoved
 	}
-	return "shutdown"
+	return delivery.EndShutdown
+}
+
+// writer is the drain loop of a browser client of kind sse or ws.
+func (s *Server) writer(kind string, keepAlive time.Duration) *delivery.Writer {
+	return &delivery.Writer{
+		KeepAlive:      keepAlive,
+		Shutdown:       s.shutdown,
+		ShutdownReason: s.shutdownReason(),
+		OnSlow:         func() { s.rt.Metrics().SlowConsumer(kind) },
+	}
 }

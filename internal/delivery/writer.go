@@ -54,9 +54,15 @@ type Writer struct {
 	// Done, when closed, ends the stream at once with EndClosed (the
 	// WebSocket's reader is gone).
 	Done <-chan struct{}
-	// OnSlow is called once when the client is cut as a slow consumer,
-	// however it was found slow (the metric, the log line).
+	// OnSlow is called once when the client is found to be a slow
+	// consumer, however it was found (the metric): by the queue's bounds,
+	// or by a write blocked for the queue's MaxAge, at that moment.
 	OnSlow func()
+	// KeepQueueWhenSlow leaves the queue as it is when a write is found
+	// slow: an ACP stream's queue outlives its reader and waits for the next
+	// one. Otherwise the queue is cut at once, which frees what it holds
+	// and stops its subscriber.
+	KeepQueueWhenSlow bool
 
 	// afterFunc starts the slow-write watchdog (nil: time.AfterFunc); tests
 	// fire it themselves.
@@ -76,7 +82,8 @@ type timer interface {
 // A slow consumer always gets its end: whether the queue cut it (too many
 // bytes or too old) or a write stayed blocked for the queue's MaxAge, OnSlow
 // is called and the transport's End(EndSlowConsumer) is written as soon as
-// the client reads again, within EndGrace.
+// the client reads again, within EndGrace (past it the write fails and the
+// connection is dropped: nobody reads it).
 func (w *Writer) Run(ctx context.Context, q *Queue, t Transport) Reason {
 	r := run{w: w, q: q, t: t, slowAfter: q.Limits().MaxAge, endGrace: w.EndGrace}
 	if r.endGrace <= 0 {
@@ -144,6 +151,7 @@ type run struct {
 	endGrace  time.Duration
 	watchdog  timer
 	blocked   atomic.Bool // the watchdog fired: a write has been blocked for slowAfter
+	reported  atomic.Bool // OnSlow was called
 }
 
 // drain writes everything queued; done reports that the stream ended.
@@ -184,7 +192,7 @@ func (r *run) writeAll(items []Item) error {
 func (r *run) arm() {
 	r.blocked.Store(false)
 	if r.watchdog == nil {
-		fire := func() { r.blocked.Store(true) }
+		fire := r.stalled
 		if r.w.afterFunc != nil {
 			r.watchdog = r.w.afterFunc(r.slowAfter, fire)
 		} else {
@@ -194,6 +202,22 @@ func (r *run) arm() {
 		r.watchdog.Reset(r.slowAfter)
 	}
 	_ = r.t.SetWriteDeadline(time.Now().Add(r.slowAfter + r.endGrace))
+}
+
+// stalled runs on the watchdog's goroutine when a write has been blocked for
+// slowAfter: the client is slow now, whether or not it reads again later.
+func (r *run) stalled() {
+	r.blocked.Store(true)
+	r.reportSlow()
+	if !r.w.KeepQueueWhenSlow {
+		r.q.Cut(EndSlowConsumer)
+	}
+}
+
+func (r *run) reportSlow() {
+	if !r.reported.Swap(true) && r.w.OnSlow != nil {
+		r.w.OnSlow()
+	}
 }
 
 // disarm stops the watchdog and reports whether it fired.
@@ -219,8 +243,8 @@ func (r *run) failed(slow bool) Reason {
 
 // end writes the transport's end for reason; a slow consumer is reported.
 func (r *run) end(reason Reason) Reason {
-	if reason == EndSlowConsumer && r.w.OnSlow != nil {
-		r.w.OnSlow()
+	if reason == EndSlowConsumer {
+		r.reportSlow()
 	}
 	_ = r.t.SetWriteDeadline(time.Now().Add(time.Second))
 	_ = r.t.End(reason)

@@ -206,9 +206,12 @@ func TestWriterSlowConsumerWhenTheWriteStalls(t *testing.T) {
 	done := runWriter(context.Background(), w, q, ft)
 	q.PushFrames([]*pb.Frame{frame("e-1", 10)}, false)
 	<-ft.blocked
-	// The age bound passes while the write is blocked; then the client
-	// reads again.
+	// The age bound passes while the write is blocked: the client is slow
+	// now (counted, its queue cut); then it reads again.
 	wd.fire()
+	if slow.Load() != 1 || q.Ended() != EndSlowConsumer {
+		t.Fatalf("when the write was found slow: OnSlow called %d times, queue end %q", slow.Load(), q.Ended())
+	}
 	ft.setBlock(nil)
 	close(release)
 	if r := result(t, done); r != EndSlowConsumer {
@@ -331,5 +334,32 @@ func TestWriterBacklog(t *testing.T) {
 	cancel()
 	if r := result(t, done); r != EndClientGone {
 		t.Fatalf("ended %q", r)
+	}
+}
+
+// An ACP stream's queue outlives its reader: a slow reader's GET ends, the
+// queue keeps what it holds for the next one.
+func TestWriterKeepQueueWhenSlow(t *testing.T) {
+	q := NewQueue(Limits{MaxBytes: 1 << 20, MaxAge: time.Hour}, nil)
+	ft := newFakeTransport()
+	release := make(chan struct{})
+	ft.setBlock(release)
+	wd := &manualTimer{}
+	done := runWriter(context.Background(), &Writer{KeepQueueWhenSlow: true, afterFunc: wd.afterFunc}, q, ft)
+	q.PushRaw([]byte("first"))
+	<-ft.blocked
+	wd.fire()
+	q.PushRaw([]byte("second"))
+	ft.setBlock(nil)
+	close(release)
+	if r := result(t, done); r != EndSlowConsumer {
+		t.Fatalf("ended %q", r)
+	}
+	q.Detach()
+	if q.Ended() != "" {
+		t.Fatalf("the queue was cut: %q", q.Ended())
+	}
+	if items, _ := q.Take(nil); len(items) != 1 || string(items[0].Raw) != "second" {
+		t.Fatalf("left for the next reader: %v", items)
 	}
 }
