@@ -85,6 +85,7 @@ func start(t testing.TB, opts ...option) *daemon {
 		defer cancel()
 		srv.Shutdown(ctx)
 		_ = rt.Shutdown(ctx)
+		srv.Close(ctx)
 		_ = hs.Shutdown(ctx)
 		hs.Close()
 		g.Close()

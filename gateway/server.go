@@ -90,6 +90,7 @@ type Server struct {
 	shutdown chan struct{}
 
 	sseWriter, wsWriter *delivery.Writer
+	detached            sync.WaitGroup // SSE streams running off their request
 }
 
 // New builds the server and its routes.
@@ -234,6 +235,33 @@ func (s *Server) Shutdown(ctx context.Context) {
 	s.closing = true
 	close(s.shutdown)
 	s.mu.Unlock()
+}
+
+// Close waits, within ctx, for the streams to end (after Shutdown they end
+// within the shutdown grace, sooner when the runtime's shutdown ended their
+// sessions), then cuts the connections of those still open. Call it after
+// the runtime's Shutdown: SSE streams run off their requests, so the HTTP
+// server's own Shutdown does not wait for them.
+func (s *Server) Close(ctx context.Context) {
+	s.Shutdown(ctx)
+	done := make(chan struct{})
+	go func() {
+		s.detached.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	for st := range s.streams {
+		if st.conn != nil {
+			st.conn.Close()
+		}
+	}
+	s.mu.Unlock()
+	<-done
 }
 
 func (s *Server) track(st *stream) bool {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -25,6 +26,7 @@ type stream struct {
 	pid  *actor.PID
 	sys  *actor.ActorSystem // where the subscriber lives (a rejoin replaces the runtime's)
 	mode string
+	conn net.Conn // a detached SSE stream's connection (Close may cut it)
 }
 
 // lastEventID reads the resume position: the Last-Event-ID header, else the

@@ -170,6 +170,7 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 	if err := rt.Shutdown(sctx); err != nil {
 		log.Error("session shutdown incomplete", "err", err)
 	}
+	srv.Close(sctx)
 	_ = hs.Shutdown(sctx)
 	if errors.Is(context.Cause(ctx), errEvicted) {
 		return &exitError{code: 75, err: errEvicted}

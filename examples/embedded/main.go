@@ -105,6 +105,7 @@ func Start(addr string, agentArgv []string, log *slog.Logger) (*Server, error) {
 func (s *Server) Close(ctx context.Context) {
 	s.HTTP.Shutdown(ctx)
 	_ = s.Runtime.Shutdown(ctx)
+	s.HTTP.Close(ctx)
 	_ = s.hs.Shutdown(ctx)
 	s.guard.Close()
 }

@@ -2,31 +2,60 @@ package delivery
 
 import (
 	"bytes"
+	"io"
+	"net"
 	"net/http"
 	"sync"
 	"time"
 )
 
-// SSE is the plumbing of a Server-Sent Events stream over net/http, shared
-// by the browser's transport (event, id and data lines) and ACP's (data
-// only): the headers, comments, flushing and deadlines. A transport
-// encodes its items into Buffer and the writer's Flush sends them.
+// SSE is the plumbing of a Server-Sent Events stream, shared by the
+// browser's transport (event, id and data lines) and ACP's (data only): the
+// headers, comments, flushing and deadlines. A transport encodes its items
+// into Buffer and the writer's Flush sends them.
 type SSE struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	scratch *scratch // held during a batch only: an idle stream holds none
+	out      io.Writer
+	flush    func() error // nil: what out takes is sent
+	deadline func(time.Time) error
+	scratch  *scratch // held during a batch only: an idle stream holds none
+}
+
+func setSSEHeaders(h http.Header) {
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
 }
 
 // StartSSE answers 200 with the headers of an event stream and a first
 // comment, flushed at once so that proxies and browsers see a live stream.
 func StartSSE(w http.ResponseWriter, comment string) (*SSE, error) {
 	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
+	setSSEHeaders(h)
 	h.Set("Connection", "keep-alive")
 	w.WriteHeader(http.StatusOK)
-	s := &SSE{w: w, rc: http.NewResponseController(w)}
+	rc := http.NewResponseController(w)
+	s := &SSE{out: w, flush: rc.Flush, deadline: rc.SetWriteDeadline}
+	return s, s.Comment(comment)
+}
+
+// StartSSEConn starts an event stream on a connection taken over from
+// net/http (Hijack): it writes the status line, the headers in h (those
+// middleware set, the request id) with the event stream's, and the first
+// comment, at once. The body is the rest of the connection (Connection:
+// close), so that the stream needs neither net/http's buffers nor its
+// goroutine while it is idle.
+func StartSSEConn(conn net.Conn, h http.Header, comment string) (*SSE, error) {
+	setSSEHeaders(h)
+	h.Set("Connection", "close")
+	h.Del("Content-Length")
+	h.Del("Transfer-Encoding")
+	s := &SSE{out: conn, deadline: conn.SetWriteDeadline}
+	b := s.Buffer()
+	b.WriteString("HTTP/1.1 200 OK\r\n")
+	if err := h.Write(b); err != nil {
+		return nil, err
+	}
+	b.WriteString("\r\n")
 	return s, s.Comment(comment)
 }
 
@@ -55,7 +84,7 @@ func (s *SSE) Spill() error {
 	if sc == nil || sc.line.Len() < spillAt {
 		return nil
 	}
-	_, err := s.w.Write(sc.line.Bytes())
+	_, err := s.out.Write(sc.line.Bytes())
 	sc.line.Reset()
 	return err
 }
@@ -64,13 +93,16 @@ func (s *SSE) Spill() error {
 func (s *SSE) Flush() error {
 	if sc := s.scratch; sc != nil {
 		s.scratch = nil
-		_, err := s.w.Write(sc.line.Bytes())
+		_, err := s.out.Write(sc.line.Bytes())
 		sc.release()
 		if err != nil {
 			return err
 		}
 	}
-	return s.rc.Flush()
+	if s.flush == nil {
+		return nil
+	}
+	return s.flush()
 }
 
 // Comment writes the comment ": text" (":" alone when text is empty) and
@@ -87,7 +119,7 @@ func (s *SSE) Comment(text string) error {
 }
 
 // SetWriteDeadline bounds the writes to the response.
-func (s *SSE) SetWriteDeadline(t time.Time) error { return s.rc.SetWriteDeadline(t) }
+func (s *SSE) SetWriteDeadline(t time.Time) error { return s.deadline(t) }
 
 // WriteEvent encodes one event: "event: kind", "id: id" when id is set, and
 // the data. JSON never holds a raw newline; if data did, each of its lines

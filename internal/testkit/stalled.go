@@ -56,7 +56,7 @@ func DialStalledSSE(t testing.TB, base, path string, header http.Header) *Stalle
 func (s *Stalled) ReadAll(t testing.TB, timeout time.Duration) string {
 	t.Helper()
 	_ = s.conn.SetReadDeadline(time.Now().Add(timeout))
-	// Read until the server closes or ends the chunked response (the
+	// Read until the server closes, or ends a chunked response (then the
 	// connection itself may stay open for the next request).
 	var b []byte
 	buf := make([]byte, 64<<10)
@@ -71,12 +71,17 @@ func (s *Stalled) ReadAll(t testing.TB, timeout time.Duration) string {
 	return dechunk(string(b))
 }
 
+// dechunk returns the body of a response: as it is when the body ends with
+// the connection, de-chunked when the response is chunked.
 func dechunk(s string) string {
 	i := strings.Index(s, "\r\n\r\n")
 	if i < 0 {
 		return s
 	}
 	body := s[i+4:]
+	if !strings.Contains(strings.ToLower(s[:i]), "\r\ntransfer-encoding: chunked") {
+		return body
+	}
 	var out strings.Builder
 	r := bufio.NewReader(strings.NewReader(body))
 	for {

@@ -134,6 +134,7 @@ func Start(t testing.TB, o Options) *Daemon {
 		defer cancel()
 		srv.Shutdown(ctx)
 		_ = rt.Shutdown(ctx)
+		srv.Close(ctx)
 		_ = hs.Shutdown(ctx)
 		hs.Close()
 		g.Close()
