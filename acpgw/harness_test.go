@@ -112,6 +112,7 @@ func startDaemon(t testing.TB, opts ...option) *daemon {
 		defer cancel()
 		gw.Shutdown(ctx)
 		_ = rt.Shutdown(ctx)
+		gw.Close(ctx)
 		srv.Close(ctx)
 		d.mu.Lock()
 		hs := d.hs

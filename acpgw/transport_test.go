@@ -409,8 +409,10 @@ func TestConnectionBoundToSubject(t *testing.T) {
 }
 
 func TestNeverOpenedGETIsBounded(t *testing.T) {
+	// Five answers to session/list fit (73 bytes each, counted), a sixth
+	// does not.
 	const limit = 5
-	d := startDaemon(t, withACP(func(o *acpgw.Options) { o.MaxBufferedMessages = limit }))
+	d := startDaemon(t, withACP(func(o *acpgw.Options) { o.BufferBytes = 400 }))
 	// A client that never opens its GET streams.
 	st, body, h := d.send(t, "POST", initBody(), http.Header{"Authorization": {"Bearer " + d.token}})
 	if st != http.StatusOK {

@@ -198,6 +198,10 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 		}
 		idx, ok := fields[k.Value]
 		if !ok {
+			if now, replaced := replacedKeys[joinPath(path, k.Value)]; replaced {
+				d.fail(k, joinPath(path, k.Value), "was replaced by %s", now)
+				continue
+			}
 			d.fail(k, joinPath(path, k.Value), "unknown key%s", suggestKey(k.Value, fields))
 			continue
 		}
@@ -234,6 +238,12 @@ func joinPath(path, key string) string {
 		return key
 	}
 	return path + "." + key
+}
+
+// replacedKeys are settings that gave way to others: a file that still
+// has one is told what took its place.
+var replacedKeys = map[string]string{
+	"acp.max_buffered_messages": "acp.buffer_bytes and acp.buffer_age (each ACP stream is bounded in bytes and in age)",
 }
 
 // yamlFields maps the yaml names of t's fields to their indexes.

@@ -130,9 +130,11 @@ type ACPSection struct {
 	// ToolCallPayloads false withholds tool inputs, outputs and error
 	// messages from editors (true).
 	ToolCallPayloads bool `yaml:"tool_call_payloads"`
-	// MaxBufferedMessages bounds the messages held for one ACP connection
-	// whose stream is not attached (1000).
-	MaxBufferedMessages int `yaml:"max_buffered_messages"`
+	// BufferBytes and BufferAge bound each stream of an ACP connection: what
+	// waits for its reader, or for a reader to come (4MiB, 1m). Past either
+	// the connection is closed.
+	BufferBytes Size     `yaml:"buffer_bytes"`
+	BufferAge   Duration `yaml:"buffer_age"`
 }
 
 // AgentInfo is what initialize reports as agentInfo.
@@ -209,10 +211,11 @@ func defaultFile(getenv func(string) string) *File {
 		LogFormat: DefaultLogFormat,
 		Limits:    DefaultLimits(),
 		ACP: ACPSection{
-			Enabled:             true,
-			Path:                DefaultACPPath,
-			ToolCallPayloads:    true,
-			MaxBufferedMessages: 1000,
+			Enabled:          true,
+			Path:             DefaultACPPath,
+			ToolCallPayloads: true,
+			BufferBytes:      4 * MiB,
+			BufferAge:        Duration(time.Minute),
 		},
 	}
 }

@@ -93,6 +93,8 @@ func TestStrictDecoding(t *testing.T) {
 			"surfaced.yaml:3: agents[0].environment: unknown key (known: args, command, cwd, description, dir, env, go_build, images, name, title)"},
 		{"unknown key in acp.agent_info", "acp:\n  agent_info:\n    name: x\n    vers: 1\n",
 			"surfaced.yaml:4: acp.agent_info.vers: unknown key (did you mean version?)"},
+		{"replaced key", "acp:\n  max_buffered_messages: 1000\n",
+			"surfaced.yaml:2: acp.max_buffered_messages: was replaced by acp.buffer_bytes and acp.buffer_age"},
 		{"duplicate key", "addr: 127.0.0.1:1\ndev: true\naddr: 127.0.0.1:2\n",
 			"surfaced.yaml:3: addr: duplicate key (first at line 1)"},
 		{"wrong type bool", "dev: maybe\n", `surfaced.yaml:1: dev: expected true or false, got "maybe"`},
@@ -191,7 +193,8 @@ acp:
   path: /editor
   agent_info: {name: acme, version: 2.0.0}
   tool_call_payloads: false
-  max_buffered_messages: 10
+  buffer_bytes: 64KiB
+  buffer_age: 30s
 cluster:
   name: prod
   provider: etcd
@@ -225,7 +228,7 @@ cluster:
 	}
 	acp := f.ACPSettings()
 	if acp != (ACPSettings{Enabled: false, Path: "/editor", AgentInfo: AgentInfo{Name: "acme", Version: "2.0.0"},
-		ToolCallPayloads: false, MaxBufferedMessages: 10}) {
+		ToolCallPayloads: false, BufferBytes: 64 << 10, BufferAge: 30 * time.Second}) {
 		t.Errorf("acp: %+v", acp)
 	}
 	if !f.Cluster.Enabled() || f.Cluster.Name != "prod" || len(f.Cluster.EtcdEndpoints) != 2 || f.Cluster.BindAddr != "0.0.0.0:7900" {
@@ -248,7 +251,7 @@ func TestDefaultAccessors(t *testing.T) {
 	if q := f.Quotas(); q.SessionsPerSubject != 100 || q.SessionsTotal != 1000 {
 		t.Errorf("quotas: %+v", q)
 	}
-	if a := f.ACPSettings(); a.AgentInfo != DefaultAgentInfo() || !a.Enabled || !a.ToolCallPayloads || a.MaxBufferedMessages != 1000 {
+	if a := f.ACPSettings(); a.AgentInfo != DefaultAgentInfo() || !a.Enabled || !a.ToolCallPayloads || a.BufferBytes != 4<<20 || a.BufferAge != time.Minute {
 		t.Errorf("acp: %+v", a)
 	}
 	if f.StoreKind() != StoreSQLite || f.Cluster.Enabled() {
@@ -418,7 +421,8 @@ func TestValidationMessages(t *testing.T) {
 		{"acp path query", func(f *File) { f.ACP.Path = "/acp?x=1" }, `acp.path: "/acp?x=1" is not a plain path`},
 		{"acp path dots", func(f *File) { f.ACP.Path = "/x/../api" }, `acp.path: "/x/../api" is not a plain path`},
 		{"acp path api", func(f *File) { f.ACP.Path = "/api/acp" }, `acp.path: "/api/acp" is inside the daemon's own routes (/api, /debug)`},
-		{"acp buffered", func(f *File) { f.ACP.MaxBufferedMessages = 0 }, "acp.max_buffered_messages: must be at least 1, got 0"},
+		{"acp buffer_bytes", func(f *File) { f.ACP.BufferBytes = 100 }, "acp.buffer_bytes: must be at least 1KiB, got 100"},
+		{"acp buffer_age", func(f *File) { f.ACP.BufferAge = 0 }, "acp.buffer_age: must be longer than 0, got 0s"},
 		{"acp agent_info name", func(f *File) { f.ACP.AgentInfo = &AgentInfo{Version: "1"} }, "acp.agent_info.name: is empty (agent_info replaces the default whole: give name and version)"},
 		{"acp agent_info version", func(f *File) { f.ACP.AgentInfo = &AgentInfo{Name: "x"} }, "acp.agent_info.version: is empty"},
 

@@ -176,11 +176,12 @@ func (f *File) GatewayLimits() GatewayLimits {
 
 // ACPSettings are the ACP mount's settings, resolved.
 type ACPSettings struct {
-	Enabled             bool
-	Path                string // e.g. /acp; Path+"/" is served too
-	AgentInfo           AgentInfo
-	ToolCallPayloads    bool
-	MaxBufferedMessages int
+	Enabled          bool
+	Path             string // e.g. /acp; Path+"/" is served too
+	AgentInfo        AgentInfo
+	ToolCallPayloads bool
+	BufferBytes      int
+	BufferAge        time.Duration
 }
 
 // DefaultAgentInfo is agentInfo when the file has none.
@@ -195,11 +196,12 @@ func (f *File) ACPSettings() ACPSettings {
 		info = *f.ACP.AgentInfo
 	}
 	return ACPSettings{
-		Enabled:             f.ACP.Enabled,
-		Path:                f.ACP.Path,
-		AgentInfo:           info,
-		ToolCallPayloads:    f.ACP.ToolCallPayloads,
-		MaxBufferedMessages: f.ACP.MaxBufferedMessages,
+		Enabled:          f.ACP.Enabled,
+		Path:             f.ACP.Path,
+		AgentInfo:        info,
+		ToolCallPayloads: f.ACP.ToolCallPayloads,
+		BufferBytes:      int(f.ACP.BufferBytes),
+		BufferAge:        time.Duration(f.ACP.BufferAge),
 	}
 }
 

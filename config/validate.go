@@ -186,8 +186,11 @@ func (v *validation) acp() {
 	case underPath(p, "/api") || underPath(p, "/debug"):
 		v.add("acp.path", "%q is inside the daemon's own routes (/api, /debug)", p)
 	}
-	if a.MaxBufferedMessages < 1 {
-		v.add("acp.max_buffered_messages", "must be at least 1, got %d", a.MaxBufferedMessages)
+	if a.BufferBytes < 1*KiB {
+		v.add("acp.buffer_bytes", "must be at least %s, got %s", 1*KiB, a.BufferBytes)
+	}
+	if a.BufferAge <= 0 {
+		v.add("acp.buffer_age", "must be longer than 0, got %s", a.BufferAge)
 	}
 	if a.AgentInfo != nil {
 		if a.AgentInfo.Name == "" {

@@ -108,6 +108,7 @@ type Queue struct {
 	cutAge      time.Duration
 	pushed      uint64 // items ever pushed
 	written     uint64 // items ever written
+	writers     int    // writers attached (Writer.Run): 0 or 1
 	progress    chan struct{}
 }
 
@@ -268,15 +269,22 @@ func (q *Queue) Written() {
 	q.mu.Unlock()
 }
 
-// Detach tells the queue that its writer went away without writing what it
-// took: those items are lost (an ACP stream's reader left mid-write), the
-// rest waits for the next writer.
-func (q *Queue) Detach() {
+// attach records a writer draining the queue (Writer.Run).
+func (q *Queue) attach() {
 	q.mu.Lock()
+	q.writers++
+	q.mu.Unlock()
+}
+
+// detach records that the writer went away. What it took and did not
+// write is lost (an ACP stream's reader left mid-write); the rest waits
+// for the next writer, who is woken.
+func (q *Queue) detach() {
+	q.mu.Lock()
+	q.writers--
 	q.flight, q.flightBytes = 0, 0
 	q.progressLocked()
 	q.mu.Unlock()
-	// A new writer must look at what is queued.
 	q.signal()
 }
 
@@ -307,9 +315,10 @@ func (q *Queue) Mark() uint64 {
 }
 
 // WaitWritten waits until a writer has written every item pushed before
-// mark. It reports false when the queue was cut or ctx is done.
+// mark. It reports false when no writer is attached (now, or any more), the
+// queue was cut, or ctx is done.
 func (q *Queue) WaitWritten(ctx context.Context, mark uint64) bool {
-	return q.wait(ctx, func() bool { return q.written >= mark })
+	return q.wait(ctx, func() (bool, bool) { return q.written >= mark, q.writers > 0 })
 }
 
 // WaitRoom waits until what waits for the client is at most half the byte
@@ -317,17 +326,19 @@ func (q *Queue) WaitWritten(ctx context.Context, mark uint64) bool {
 // goes at the reader's pace instead of tripping the bound. It reports false
 // when the queue was cut or ctx is done.
 func (q *Queue) WaitRoom(ctx context.Context) bool {
-	return q.wait(ctx, func() bool { return q.queuedBytes+q.flightBytes <= q.lim.MaxBytes/2 })
+	return q.wait(ctx, func() (bool, bool) { return q.queuedBytes+q.flightBytes <= q.lim.MaxBytes/2, true })
 }
 
-func (q *Queue) wait(ctx context.Context, done func() bool) bool {
+// wait waits until cond reports done, or that waiting is no use.
+func (q *Queue) wait(ctx context.Context, cond func() (done, worth bool)) bool {
 	for {
 		q.mu.Lock()
+		done, worth := cond()
 		switch {
-		case done():
+		case done:
 			q.mu.Unlock()
 			return true
-		case q.dropped:
+		case q.dropped || !worth:
 			q.mu.Unlock()
 			return false
 		}

@@ -220,6 +220,7 @@ func TestQueueTakeOrder(t *testing.T) {
 
 func TestQueueWaitWritten(t *testing.T) {
 	q := NewQueue(Limits{}, nil)
+	q.attach()
 	q.PushRaw([]byte("a"))
 	q.PushRaw([]byte("b"))
 	mark := q.Mark()
@@ -247,9 +248,23 @@ func TestQueueWaitWritten(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	q2 := NewQueue(Limits{}, nil)
+	q2.attach()
 	q2.PushRaw([]byte("d"))
 	if q2.WaitWritten(ctx, q2.Mark()) {
 		t.Fatal("WaitWritten ignored its context")
+	}
+	// Without a writer nobody is going to write it.
+	q3 := NewQueue(Limits{}, nil)
+	q3.PushRaw([]byte("e"))
+	if q3.WaitWritten(context.Background(), q3.Mark()) {
+		t.Fatal("WaitWritten waited with no writer")
+	}
+	// A writer that leaves ends the wait.
+	q3.attach()
+	go func() { done <- q3.WaitWritten(context.Background(), q3.Mark()) }()
+	q3.detach()
+	if <-done {
+		t.Fatal("WaitWritten reported written when the writer left")
 	}
 }
 
@@ -273,10 +288,11 @@ func TestQueueWaitRoom(t *testing.T) {
 // next writer, who is woken.
 func TestQueueDetach(t *testing.T) {
 	q := NewQueue(Limits{MaxBytes: 100, MaxAge: time.Hour}, nil)
+	q.attach()
 	q.PushRaw(make([]byte, 60))
 	q.Take(nil)
 	<-q.Wake()
-	q.Detach()
+	q.detach()
 	if n, b, _ := q.Waiting(); n != 0 || b != 0 {
 		t.Fatalf("after Detach: %d items, %d bytes", n, b)
 	}

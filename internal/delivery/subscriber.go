@@ -31,6 +31,14 @@ type Receiver interface {
 	Receive(ctx actor.Context)
 }
 
+// TerminationListener is a Sink that wants to hear at once that its session
+// actor terminated, ahead of the frames still in the mailbox (Gone follows
+// them): an ACP attachment sends the prompts that arrive meanwhile to a new
+// attachment, which finds the session where it lives now.
+type TerminationListener interface {
+	SessionTerminated(ctx actor.Context)
+}
+
 // QueueSink is the sink of a client that takes the frames as they are (the
 // browser's SSE and WebSocket): it queues them.
 type QueueSink struct{ Q *Queue }
@@ -112,6 +120,9 @@ func (s *subscriber) frames(ctx actor.Context, m *pb.Frames) {
 func (s *subscriber) terminated(ctx actor.Context, m *actor.Terminated) {
 	if s.session == nil || !m.GetWho().Equal(s.session) {
 		return
+	}
+	if l, ok := s.sink.(TerminationListener); ok {
+		l.SessionTerminated(ctx)
 	}
 	ctx.Send(ctx.Self(), sessionGone{})
 }

@@ -40,10 +40,12 @@ const (
 type Writer struct {
 	// KeepAlive is the interval of the transport's keep-alive (15 s).
 	KeepAlive time.Duration
+	// SlowAfter is how long a write may stay blocked before the client is a
+	// slow consumer (the queue's MaxAge).
+	SlowAfter time.Duration
 	// EndGrace is how long a write found slow may still finish, so that the
 	// client reading again gets its end frame behind it; past it the write
-	// fails (5 s). A write is slow when it has been blocked for the queue's
-	// MaxAge.
+	// fails (5 s).
 	EndGrace time.Duration
 	// Shutdown, when closed, starts ShutdownGrace: the sessions say their
 	// end as they stop, and a stream that heard nothing by then ends with
@@ -56,7 +58,7 @@ type Writer struct {
 	Done <-chan struct{}
 	// OnSlow is called once when the client is found to be a slow
 	// consumer, however it was found (the metric): by the queue's bounds,
-	// or by a write blocked for the queue's MaxAge, at that moment.
+	// or by a write blocked for SlowAfter, at that moment.
 	OnSlow func()
 	// KeepQueueWhenSlow leaves the queue as it is when a write is found
 	// slow: an ACP stream's queue outlives its reader and waits for the next
@@ -80,15 +82,20 @@ type timer interface {
 // away, or, when its cause is guard.ErrRevoked, the credential revoked.
 //
 // A slow consumer always gets its end: whether the queue cut it (too many
-// bytes or too old) or a write stayed blocked for the queue's MaxAge, OnSlow
+// bytes or too old) or a write stayed blocked for SlowAfter, OnSlow
 // is called and the transport's End(EndSlowConsumer) is written as soon as
 // the client reads again, within EndGrace (past it the write fails and the
 // connection is dropped: nobody reads it).
 func (w *Writer) Run(ctx context.Context, q *Queue, t Transport) Reason {
-	r := run{w: w, q: q, t: t, slowAfter: q.Limits().MaxAge, endGrace: w.EndGrace}
+	r := run{w: w, q: q, t: t, slowAfter: w.SlowAfter, endGrace: w.EndGrace}
+	if r.slowAfter <= 0 {
+		r.slowAfter = q.Limits().MaxAge
+	}
 	if r.endGrace <= 0 {
 		r.endGrace = DefaultEndGrace
 	}
+	q.attach()
+	defer q.detach()
 	defer r.stop()
 	keepEvery := w.KeepAlive
 	if keepEvery <= 0 {

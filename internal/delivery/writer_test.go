@@ -355,7 +355,6 @@ func TestWriterKeepQueueWhenSlow(t *testing.T) {
 	if r := result(t, done); r != EndSlowConsumer {
 		t.Fatalf("ended %q", r)
 	}
-	q.Detach()
 	if q.Ended() != "" {
 		t.Fatalf("the queue was cut: %q", q.Ended())
 	}

@@ -10,7 +10,6 @@ import (
 	"mime"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/internal/delivery"
 )
 
 // HTTP headers of the transport.
@@ -30,12 +30,17 @@ const (
 
 // Defaults of Options.
 const (
-	DefaultPath                = "/acp"
-	DefaultMaxBufferedMessages = 1000
-	DefaultKeepAlive           = 15 * time.Second
-	DefaultIdleTimeout         = 5 * time.Minute
-	DefaultBodyBytes           = 32 << 20
+	DefaultPath        = "/acp"
+	DefaultBufferBytes = 4 << 20
+	DefaultBufferAge   = time.Minute
+	DefaultKeepAlive   = 15 * time.Second
+	DefaultIdleTimeout = 5 * time.Minute
+	DefaultBodyBytes   = 32 << 20
 )
+
+// writeTimeout bounds a write to a stream's reader: a reader that takes
+// nothing for this long is gone, and its GET ends.
+const writeTimeout = 10 * time.Second
 
 // AgentInfo is what initialize reports as agentInfo.
 type AgentInfo struct {
@@ -63,9 +68,12 @@ type Options struct {
 	// WithholdToolPayloads withholds tool inputs, outputs and error
 	// messages from editors (config acp.tool_call_payloads: false).
 	WithholdToolPayloads bool
-	// MaxBufferedMessages bounds the messages one connection holds for
-	// streams nobody reads; past it the connection is closed (1000).
-	MaxBufferedMessages int
+	// BufferBytes and BufferAge bound each stream of a connection: the
+	// messages that wait for its reader, or for a reader to come (4 MiB,
+	// 60 s). A stream past either closes its connection (a fault): its
+	// client stopped reading, or never opened the stream.
+	BufferBytes int
+	BufferAge   time.Duration
 	// KeepAlive is the interval of the SSE ":" comment (15 s).
 	KeepAlive time.Duration
 	// IdleTimeout closes a connection that has had no stream reader and no
@@ -75,43 +83,26 @@ type Options struct {
 	BodyBytes int64
 	// Revoker, when set, ends the streams of a revoked token.
 	Revoker Revoker
-	// Props adds props options to the session gateway actors (the inspector).
+	// Props adds props options to the attachments' actors (the inspector).
 	Props func(kind, sessionID string) []actor.PropsOption
 }
 
 // Server is the ACP mount: the Streamable HTTP transport and the session
-// gateway actors behind it. Its Handler expects to run behind the guard
-// (Host and Origin gates, authentication, CORS), which puts the caller's
-// identity in the request context.
+// attachments behind it. Its Handler expects to run behind the guard (Host
+// and Origin gates, authentication, CORS), which puts the caller's identity
+// in the request context.
 type Server struct {
-	rt          *surfaced.Runtime
-	log         *slog.Logger
-	opts        Options
-	path        string
-	info        AgentInfo
-	maxBuffered int
-	keepAlive   time.Duration
-	events      *eventCounter
-	callPrefix  string // random per run: the gateway's request ids
-	callSeq     atomic.Uint64
-
-	mu         sync.Mutex
-	closing    bool
-	conns      map[string]*conn
-	tombstones map[string]tombstone
-	tombOrder  []string
-	stop       chan struct{}
-	stopped    chan struct{}
+	rt         *surfaced.Runtime
+	log        *slog.Logger
+	opts       Options
+	path       string
+	info       AgentInfo
+	events     *eventCounter
+	writer     *delivery.Writer
+	callPrefix string // random per run: the gateway's request ids
+	callSeq    atomic.Uint64
+	reg        registry
 }
-
-// tombstone remembers why a connection closed, so that a late request learns
-// the reason instead of a bare "unknown".
-type tombstone struct {
-	reason string
-	at     time.Time
-}
-
-const maxTombstones = 1024
 
 // New builds the mount and starts its idle reaper (stopped by Close).
 func New(o Options) *Server {
@@ -122,8 +113,7 @@ func New(o Options) *Server {
 	if log == nil {
 		log = o.Runtime.Logger()
 	}
-	s := &Server{rt: o.Runtime, log: log.With("component", "acp"), opts: o, conns: map[string]*conn{},
-		tombstones: map[string]tombstone{}, stop: make(chan struct{}), stopped: make(chan struct{})}
+	s := &Server{rt: o.Runtime, log: log.With("component", "acp"), opts: o}
 	s.path = strings.TrimSuffix(o.Path, "/")
 	if s.path == "" {
 		s.path = DefaultPath
@@ -132,13 +122,14 @@ func New(o Options) *Server {
 	if s.info.Name == "" {
 		s.info = AgentInfo{Name: "surfaced", Title: "surfaced", Version: surfaced.Version}
 	}
-	s.maxBuffered = o.MaxBufferedMessages
-	if s.maxBuffered <= 0 {
-		s.maxBuffered = DefaultMaxBufferedMessages
+	if s.opts.BufferBytes <= 0 {
+		s.opts.BufferBytes = DefaultBufferBytes
 	}
-	s.keepAlive = o.KeepAlive
-	if s.keepAlive <= 0 {
-		s.keepAlive = DefaultKeepAlive
+	if s.opts.BufferAge <= 0 {
+		s.opts.BufferAge = DefaultBufferAge
+	}
+	if s.opts.KeepAlive <= 0 {
+		s.opts.KeepAlive = DefaultKeepAlive
 	}
 	if s.opts.IdleTimeout <= 0 {
 		s.opts.IdleTimeout = DefaultIdleTimeout
@@ -146,9 +137,17 @@ func New(o Options) *Server {
 	if s.opts.BodyBytes <= 0 {
 		s.opts.BodyBytes = DefaultBodyBytes
 	}
+	s.writer = &delivery.Writer{
+		KeepAlive: s.opts.KeepAlive,
+		SlowAfter: writeTimeout,
+		// A reader that stalls loses its GET, not its stream: what waits
+		// goes to the next reader.
+		KeepQueueWhenSlow: true,
+		OnSlow:            func() { s.rt.Metrics().SlowConsumer("acp") },
+	}
 	s.events = newEventCounter(o.Runtime.Registry())
 	s.callPrefix = newConnID()[:8]
-	go s.reap()
+	s.reg.start(s)
 	return s
 }
 
@@ -159,130 +158,6 @@ func (s *Server) Path() string { return s.path }
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
 func (s *Server) sys() *actor.ActorSystem { return s.rt.System() }
-
-// Close ends every connection (their readers get what is queued, then the
-// streams end) and stops the reaper. Sessions live on. Call it after the
-// runtime's Shutdown, so that held prompts were answered "cancelled" first.
-func (s *Server) Close(ctx context.Context) {
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		return
-	}
-	s.closing = true
-	conns := make([]*conn, 0, len(s.conns))
-	for _, c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	close(s.stop)
-	for _, c := range conns {
-		c.answerPending()
-	}
-	for _, c := range conns {
-		// Let readers take what was said last (cancelled prompts).
-		c.waitDrained(ctx, 2*time.Second)
-		c.close("the daemon is shutting down", false)
-	}
-	<-s.stopped
-}
-
-// reap closes connections whose client is gone: no stream reader and no
-// request for IdleTimeout.
-func (s *Server) reap() {
-	defer close(s.stopped)
-	every := s.opts.IdleTimeout / 4
-	if every > 30*time.Second {
-		every = 30 * time.Second
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case now := <-t.C:
-			s.mu.Lock()
-			var idle []*conn
-			for _, c := range s.conns {
-				c.mu.Lock()
-				if c.readers == 0 && now.Sub(c.lastActive) > s.opts.IdleTimeout {
-					idle = append(idle, c)
-				}
-				c.mu.Unlock()
-			}
-			s.mu.Unlock()
-			for _, c := range idle {
-				c.close(fmt.Sprintf("abandoned: no stream reader and no request for %s", s.opts.IdleTimeout), true)
-			}
-		}
-	}
-}
-
-func (s *Server) register(c *conn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closing {
-		return false
-	}
-	s.conns[c.id] = c
-	return true
-}
-
-// forget drops a closed connection, keeping its reason for late requests.
-func (s *Server) forget(c *conn, reason string, broken bool) {
-	s.mu.Lock()
-	if s.conns[c.id] == c {
-		delete(s.conns, c.id)
-	}
-	s.tombstones[c.id] = tombstone{reason: reason, at: time.Now()}
-	s.tombOrder = append(s.tombOrder, c.id)
-	for len(s.tombOrder) > maxTombstones {
-		delete(s.tombstones, s.tombOrder[0])
-		s.tombOrder = s.tombOrder[1:]
-	}
-	s.mu.Unlock()
-	ev := ConnectionClosed{ConnectionID: c.id}
-	if broken {
-		ev.Fault = reason
-		s.log.Warn("acp connection closed", "connection", c.id, "subject", c.subject, "fault", reason)
-	} else {
-		s.log.Info("acp connection closed", "connection", c.id, "subject", c.subject, "reason", reason)
-	}
-	s.publish(ev)
-}
-
-// lookup finds the connection a request names; it answers the request itself
-// (400, 404, 403) and returns nil when it cannot be used.
-func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id guard.Identity) *conn {
-	cid := r.Header.Get(HeaderConnectionID)
-	if cid == "" {
-		textError(w, http.StatusBadRequest, "Missing "+HeaderConnectionID+": POST initialize without it to open a connection, then send its id on every request.")
-		return nil
-	}
-	s.mu.Lock()
-	c := s.conns[cid]
-	ts, dead := s.tombstones[cid]
-	s.mu.Unlock()
-	if c == nil {
-		if dead {
-			textError(w, http.StatusNotFound, "Unknown "+HeaderConnectionID+": the connection was closed ("+ts.reason+"); initialize a new one.")
-		} else {
-			textError(w, http.StatusNotFound, "Unknown "+HeaderConnectionID+": initialize a new connection.")
-		}
-		return nil
-	}
-	if c.subject != id.Subject {
-		s.log.Warn("acp connection used by another subject", "connection", c.id, "owner", c.subject, "subject", id.Subject, "remote", r.RemoteAddr)
-		textError(w, http.StatusForbidden, "This connection belongs to another identity; initialize your own.")
-		return nil
-	}
-	if closed, _ := c.isClosed(); closed {
-		textError(w, http.StatusNotFound, "Unknown "+HeaderConnectionID+": the connection is closing.")
-		return nil
-	}
-	return c
-}
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != s.path && r.URL.Path != s.path+"/" {
@@ -301,7 +176,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet:
 		s.get(w, r, id)
 	case http.MethodDelete:
-		if c := s.lookup(w, r, id); c != nil {
+		if c := s.reg.lookup(w, r, id); c != nil {
 			c.close("closed by the client", false)
 			w.WriteHeader(http.StatusAccepted)
 		}
@@ -311,11 +186,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func isJSON(contentType string) bool {
-	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && mt == "application/json"
-}
-
+// post takes one JSON-RPC message: initialize opens a connection and is
+// answered in the body; anything else is answered 202, its answer (if any)
+// going to a stream of the connection.
 func (s *Server) post(w http.ResponseWriter, r *http.Request, id guard.Identity) {
 	if !isJSON(r.Header.Get("Content-Type")) {
 		textError(w, http.StatusUnsupportedMediaType, "Unsupported Media Type: send one JSON-RPC message with Content-Type: application/json.")
@@ -348,7 +221,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, id guard.Identity)
 		s.initialize(w, r, m, id)
 		return
 	}
-	c := s.lookup(w, r, id)
+	c := s.reg.lookup(w, r, id)
 	if c == nil {
 		return
 	}
@@ -359,24 +232,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, id guard.Identity)
 		return
 	}
 	if m.kind == kindResponse {
-		// An answer to a request the gateway sent on a session stream
-		// names that session.
-		if sid, ok := c.callSession(m.id); ok && sid != "" {
-			if header == "" {
-				textError(w, http.StatusBadRequest, "Missing "+HeaderSessionID+": the request this answers went out on session "+sid+"'s stream.")
-				return
-			}
-			if header != sid {
-				textError(w, http.StatusBadRequest, "Mismatched "+HeaderSessionID+": the request this answers went out on another session's stream.")
-				return
-			}
-		}
-		if cc, ok := c.takeCall(m.id); ok {
-			cc.answer(m.result, m.err)
-		} else {
-			s.log.Debug("acp answer to no pending request dropped", "connection", c.id, "id", string(m.id))
-		}
-		w.WriteHeader(http.StatusAccepted)
+		s.answer(w, c, m, header)
 		return
 	}
 	paramsSession, hasParamsSession := sessionIDOf(m.params)
@@ -397,8 +253,61 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, id guard.Identity)
 		}
 		c.route(m.id, m.method, routeTo)
 	}
-	s.dispatch(c, m, r.Header)
+	s.dispatch(c, m)
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// answer takes the client's response to a request the daemon put to it. An
+// answer to a request that went out on a session stream names that session.
+func (s *Server) answer(w http.ResponseWriter, c *conn, m *rpcMessage, header string) {
+	if sid, ok := c.callSession(m.id); ok && sid != "" {
+		if header == "" {
+			textError(w, http.StatusBadRequest, "Missing "+HeaderSessionID+": the request this answers went out on session "+sid+"'s stream.")
+			return
+		}
+		if header != sid {
+			textError(w, http.StatusBadRequest, "Mismatched "+HeaderSessionID+": the request this answers went out on another session's stream.")
+			return
+		}
+	}
+	if cc, ok := c.takeCall(m.id); ok {
+		cc.answer(m.result, m.err)
+	} else {
+		s.log.Debug("acp answer to no pending request dropped", "connection", c.id, "id", string(m.id))
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// get serves one of the connection's streams to its one reader.
+func (s *Server) get(w http.ResponseWriter, r *http.Request, id guard.Identity) {
+	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		textError(w, http.StatusUpgradeRequired, "WebSocket is not served here; read the SSE streams (GET with Accept: text/event-stream).")
+		return
+	}
+	if !acceptsEventStream(r.Header.Values("Accept")) {
+		textError(w, http.StatusNotAcceptable, "Not Acceptable: the ACP streams are text/event-stream; send Accept: text/event-stream.")
+		return
+	}
+	c := s.reg.lookup(w, r, id)
+	if c == nil {
+		return
+	}
+	sessionID := r.Header.Get(HeaderSessionID)
+	if len(sessionID) > maxSessionIDLen {
+		textError(w, http.StatusBadRequest, fmt.Sprintf("%s is longer than %d bytes.", HeaderSessionID, maxSessionIDLen))
+		return
+	}
+	st, ok := c.lease(sessionID)
+	if !ok {
+		if closed, _ := c.isClosed(); closed {
+			textError(w, http.StatusNotFound, "Unknown "+HeaderConnectionID+": the connection is closing.")
+			return
+		}
+		textError(w, http.StatusConflict, "Conflict: this stream already has an active reader.")
+		return
+	}
+	defer c.release(st)
+	s.serveStream(w, r, c, st, id)
 }
 
 // sessionIDOf reads params.sessionId when it is a string.
@@ -432,34 +341,9 @@ func sessionScoped(method string) bool {
 
 const maxSessionIDLen = 128
 
-func (s *Server) get(w http.ResponseWriter, r *http.Request, id guard.Identity) {
-	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-		textError(w, http.StatusUpgradeRequired, "WebSocket is not served here; read the SSE streams (GET with Accept: text/event-stream).")
-		return
-	}
-	if !acceptsEventStream(r.Header.Values("Accept")) {
-		textError(w, http.StatusNotAcceptable, "Not Acceptable: the ACP streams are text/event-stream; send Accept: text/event-stream.")
-		return
-	}
-	c := s.lookup(w, r, id)
-	if c == nil {
-		return
-	}
-	sessionID := r.Header.Get(HeaderSessionID)
-	if len(sessionID) > maxSessionIDLen {
-		textError(w, http.StatusBadRequest, fmt.Sprintf("%s is longer than %d bytes.", HeaderSessionID, maxSessionIDLen))
-		return
-	}
-	st, ok := c.lease(sessionID)
-	if !ok {
-		if closed, _ := c.isClosed(); closed {
-			textError(w, http.StatusNotFound, "Unknown "+HeaderConnectionID+": the connection is closing.")
-			return
-		}
-		textError(w, http.StatusConflict, "Conflict: this stream already has an active reader.")
-		return
-	}
-	s.serveStream(w, r, c, st, id)
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
 }
 
 func acceptsEventStream(values []string) bool {
@@ -483,4 +367,16 @@ func textError(w http.ResponseWriter, status int, msg string) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = io.WriteString(w, msg+"\n")
+}
+
+// writeJSON answers with a JSON body (initialize's answer, or its error).
+func writeJSON(w http.ResponseWriter, status int, body []byte, connID string) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	if connID != "" {
+		h.Set(HeaderConnectionID, connID)
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }

@@ -14,46 +14,13 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/surfaced/surfaced/internal/delivery"
 )
 
-// outStream is one outbound SSE stream of a connection: the connection
-// stream (sessionID "") or one session's stream. Messages queue here until a
-// reader (a GET) takes them; a stream without a reader keeps them, so that
-// nothing is lost between a POST and the GET that reads its answer. All
-// fields are guarded by the connection's mu.
-type outStream struct {
-	sessionID string
-	queue     [][]byte
-	leased    bool
-	wake      chan struct{} // capacity 1: something to do for the reader
-	pushed    uint64        // messages ever queued
-	taken     uint64        // messages ever written to a reader
-}
-
-func (s *outStream) signal() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
-// clientCall is a request of the gateway to the client (session/request_permission)
-// waiting for its answer.
-type clientCall struct {
-	sessionID string
-	answer    func(result json.RawMessage, err *acp.RequestError)
-}
-
-// attachedSession is a session attached to this connection: its gateway actor.
-type attachedSession struct {
-	pid   *actor.PID
-	ready chan struct{} // closed when the subscription succeeded or failed
-	err   *acp.RequestError
-}
-
 // conn is one ACP connection (one Acp-Connection-Id): its subject and agent,
-// its streams, the routes of its pending requests, the requests it made to
-// the client, and the sessions attached through it.
+// its streams, where the answers to its pending requests go, the requests
+// the daemon put to its client, and the sessions attached through it.
 type conn struct {
 	srv        *Server
 	id         string
@@ -61,23 +28,54 @@ type conn struct {
 	agent      string // the Surfaced-Agent header at initialize ("" when none)
 	clientName string
 	images     bool
+	ctx        context.Context // cancelled when the connection closes
+	cancel     context.CancelFunc
+	done       chan struct{} // closed when the connection closes
 
 	mu         sync.Mutex
 	closed     bool
-	reason     string          // why it closed
-	fault      string          // why it closed, when it broke
-	ctx        context.Context // cancelled when the connection closes
-	cancel     context.CancelFunc
-	done       chan struct{}
-	progress   chan struct{} // closed and replaced whenever a reader takes messages
+	reason     string // why it closed
+	fault      string // why it closed, when it broke
 	streams    map[string]*outStream
-	buffered   int                     // messages queued on all streams, not yet taken
 	routes     map[string]pendingRoute // request id key -> where its answer goes
 	routeSeq   uint64
 	calls      map[string]*clientCall
 	sessions   map[string]*attachedSession
 	lastActive time.Time
 	readers    int
+}
+
+// outStream is one of the connection's SSE streams: the connection stream
+// (sessionID "") or one session's. Its queue keeps what is sent to it until
+// a reader (a GET) takes it, so that nothing is lost between a POST and the
+// GET that reads its answer. leased is guarded by the connection's mu.
+type outStream struct {
+	sessionID string
+	q         *delivery.Queue
+	leased    bool
+}
+
+// pendingRoute is an unanswered request: where its answer goes.
+type pendingRoute struct {
+	id        json.RawMessage
+	method    string
+	sessionID string // its stream; "" the connection stream
+	seq       uint64 // the order the requests came in
+}
+
+// clientCall is a request of the daemon to the client
+// (session/request_permission) waiting for its answer.
+type clientCall struct {
+	sessionID string
+	answer    func(result json.RawMessage, err *acp.RequestError)
+}
+
+// attachedSession is the connection's handle on a session's attachment:
+// what the HTTP handlers need of it.
+type attachedSession struct {
+	pid   *actor.PID
+	ready chan struct{} // closed when the subscription succeeded or failed
+	err   *acp.RequestError
 }
 
 func newConnID() string {
@@ -93,16 +91,20 @@ func newConn(srv *Server, subject, agent string) *conn {
 		subject:    subject,
 		agent:      agent,
 		done:       make(chan struct{}),
-		progress:   make(chan struct{}),
 		streams:    map[string]*outStream{},
 		routes:     map[string]pendingRoute{},
 		calls:      map[string]*clientCall{},
 		sessions:   map[string]*attachedSession{},
 		lastActive: time.Now(),
 	}
-	c.streams[""] = &outStream{wake: make(chan struct{}, 1)}
+	c.streams[""] = c.newStream("")
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
+}
+
+func (c *conn) newStream(sessionID string) *outStream {
+	return &outStream{sessionID: sessionID,
+		q: delivery.NewQueue(delivery.Limits{MaxBytes: c.srv.opts.BufferBytes, MaxAge: c.srv.opts.BufferAge}, nil)}
 }
 
 // streamLocked returns the stream of a session ("" the connection stream),
@@ -110,15 +112,15 @@ func newConn(srv *Server, subject, agent string) *conn {
 func (c *conn) streamLocked(sessionID string) *outStream {
 	s := c.streams[sessionID]
 	if s == nil {
-		s = &outStream{sessionID: sessionID, wake: make(chan struct{}, 1)}
+		s = c.newStream(sessionID)
 		c.streams[sessionID] = s
 	}
 	return s
 }
 
-// push queues a message on a stream. A connection holding more undelivered
-// messages than its bound is closed: its client stopped reading, or never
-// opened the stream, and must not make the daemon hold an unbounded backlog.
+// push queues a message on a stream. A stream past its bounds closes the
+// connection: its client stopped reading, or never opened the stream, and
+// must not make the daemon hold an unbounded backlog.
 func (c *conn) push(sessionID string, msg []byte) {
 	c.mu.Lock()
 	over := c.pushLocked(sessionID, msg)
@@ -126,103 +128,34 @@ func (c *conn) push(sessionID string, msg []byte) {
 	c.checkBound(over)
 }
 
-// pushLocked queues msg; it reports the backlog size when it went over the
-// bound (0 otherwise), for checkBound once c.mu is released.
-func (c *conn) pushLocked(sessionID string, msg []byte) int {
+// pushLocked queues msg; it returns the stream when that went past its
+// bounds, for checkBound once c.mu is released.
+func (c *conn) pushLocked(sessionID string, msg []byte) (over *outStream) {
+	_, over = c.pushToLocked(sessionID, msg)
+	return over
+}
+
+// pushToLocked queues msg and returns the stream it went to (nil once the
+// connection closed), and that stream again when it went past its bounds.
+func (c *conn) pushToLocked(sessionID string, msg []byte) (s, over *outStream) {
 	if c.closed {
-		return 0
+		return nil, nil
 	}
-	s := c.streamLocked(sessionID)
-	s.queue = append(s.queue, msg)
-	s.pushed++
-	c.buffered++
-	s.signal()
-	if c.buffered > c.srv.maxBuffered {
-		return c.buffered
+	s = c.streamLocked(sessionID)
+	if !s.q.PushRaw(msg) && s.q.Ended() == delivery.EndSlowConsumer {
+		return s, s
 	}
-	return 0
+	return s, nil
 }
 
-func (c *conn) checkBound(over int) {
-	if over > 0 {
-		c.close(fmt.Sprintf("%d messages waited for a stream reader (the limit is %d): the client never opened its GET streams, or stopped reading them", over, c.srv.maxBuffered), true)
+func (c *conn) checkBound(over *outStream) {
+	if over == nil {
+		return
 	}
-}
-
-// pushWait queues a message after waiting, up to timeout, for the backlog
-// to fall under half the bound: a long replay goes at the reader's pace
-// instead of tripping the bound.
-func (c *conn) pushWait(sessionID string, msg []byte, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
-	for {
-		c.mu.Lock()
-		if c.closed || c.buffered < c.srv.maxBuffered/2+1 {
-			c.mu.Unlock()
-			break
-		}
-		ch := c.progress
-		c.mu.Unlock()
-		left := time.Until(deadline)
-		if left <= 0 {
-			break
-		}
-		t := time.NewTimer(left)
-		select {
-		case <-ch:
-		case <-c.done:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-	c.push(sessionID, msg)
-}
-
-// waitTaken waits, up to timeout, until a reader wrote out every message
-// queued on the session's stream so far, and reports whether one did. The
-// session/load answer goes out on the connection stream; waiting here makes
-// the replay reach the client first.
-func (c *conn) waitTaken(sessionID string, timeout time.Duration) bool {
-	c.mu.Lock()
-	s := c.streams[sessionID]
-	if s == nil {
-		c.mu.Unlock()
-		return false
-	}
-	target := s.pushed
-	c.mu.Unlock()
-	deadline := time.Now().Add(timeout)
-	for {
-		c.mu.Lock()
-		switch {
-		case s.taken >= target:
-			c.mu.Unlock()
-			return true
-		case c.closed || !s.leased:
-			c.mu.Unlock()
-			return false
-		}
-		ch := c.progress
-		c.mu.Unlock()
-		left := time.Until(deadline)
-		if left <= 0 {
-			return false
-		}
-		t := time.NewTimer(left)
-		select {
-		case <-ch:
-		case <-c.done:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-}
-
-// pendingRoute is an unanswered request: where its answer goes.
-type pendingRoute struct {
-	id        json.RawMessage
-	method    string
-	sessionID string // its stream; "" the connection stream
-	seq       uint64 // the order the requests came in
+	_, bytes, age := over.q.Waiting()
+	lim := over.q.Limits()
+	c.close(fmt.Sprintf("messages waited for a stream reader: %d bytes, the oldest for %s (the limits are %d bytes and %s); the client never opened its GET streams, or stopped reading them",
+		bytes, age.Round(time.Millisecond), lim.MaxBytes, lim.MaxAge), true)
 }
 
 // route records where the answer to a request goes.
@@ -244,7 +177,7 @@ func (c *conn) respond(id json.RawMessage, result any, rerr *acp.RequestError) {
 	c.mu.Lock()
 	r, ok := c.routes[key]
 	delete(c.routes, key)
-	over := 0
+	var over *outStream
 	if ok {
 		over = c.pushLocked(r.sessionID, msg)
 	}
@@ -254,9 +187,9 @@ func (c *conn) respond(id json.RawMessage, result any, rerr *acp.RequestError) {
 
 // answerPending answers every request still open, as the daemon stops: a
 // prompt with stopReason "cancelled" (its message was not, or not fully,
-// answered), anything else with an internal error. The session gateway
-// actors answer first when they can; this covers the ones the shutdown
-// stopped before they could.
+// answered), anything else with an internal error. The attachments answer
+// first when they can; this covers the ones the shutdown stopped before
+// they could.
 func (c *conn) answerPending() {
 	c.mu.Lock()
 	routes := make([]pendingRoute, 0, len(c.routes))
@@ -266,7 +199,7 @@ func (c *conn) answerPending() {
 	c.routes = map[string]pendingRoute{}
 	// In the order they came, as the session would have answered them.
 	slices.SortFunc(routes, func(a, b pendingRoute) int { return cmp.Compare(a.seq, b.seq) })
-	over := 0
+	var over *outStream
 	for _, r := range routes {
 		var msg []byte
 		if r.method == "session/prompt" {
@@ -274,8 +207,8 @@ func (c *conn) answerPending() {
 		} else {
 			msg = encodeResponse(r.id, nil, errInternal("shutting_down"))
 		}
-		if n := c.pushLocked(r.sessionID, msg); n > 0 {
-			over = n
+		if s := c.pushLocked(r.sessionID, msg); s != nil {
+			over = s
 		}
 	}
 	c.mu.Unlock()
@@ -344,6 +277,16 @@ func (c *conn) touch() {
 	c.mu.Unlock()
 }
 
+// idleSince is how long the connection has had no reader and no request.
+func (c *conn) idleSince(now time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.readers > 0 {
+		return 0
+	}
+	return now.Sub(c.lastActive)
+}
+
 // lease gives the stream to one reader; false when it already has one.
 func (c *conn) lease(sessionID string) (*outStream, bool) {
 	c.mu.Lock()
@@ -369,36 +312,19 @@ func (c *conn) release(s *outStream) {
 	s.leased = false
 	c.readers--
 	c.lastActive = time.Now()
-	if s.sessionID != "" && len(s.queue) == 0 && c.streams[s.sessionID] == s {
+	if n, _, _ := s.q.Waiting(); s.sessionID != "" && n == 0 && c.streams[s.sessionID] == s {
 		delete(c.streams, s.sessionID)
 	}
 }
 
-// take hands the reader everything queued on its stream.
-func (c *conn) take(s *outStream, buf [][]byte) [][]byte {
+// stream returns a session's stream, if it has one and a reader reads it.
+func (c *conn) readStream(sessionID string) *outStream {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := append(buf[:0], s.queue...)
-	clear(s.queue)
-	s.queue = s.queue[:0]
-	if n := len(out); n > 0 {
-		c.buffered -= n
-		c.progressLocked()
+	if s := c.streams[sessionID]; s != nil && s.leased {
+		return s
 	}
-	return out
-}
-
-// delivered records that a reader wrote and flushed n messages it took.
-func (c *conn) delivered(s *outStream, n int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s.taken += uint64(n)
-	c.progressLocked()
-}
-
-func (c *conn) progressLocked() {
-	close(c.progress)
-	c.progress = make(chan struct{})
+	return nil
 }
 
 // isClosed reports whether the connection closed, and why when it broke.
@@ -408,10 +334,17 @@ func (c *conn) isClosed() (bool, string) {
 	return c.closed, c.fault
 }
 
+// closeReason reports whether the connection closed and why.
+func (c *conn) closeReason() (bool, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed, c.reason
+}
+
 // close ends the connection: its streams finish (a reader gets what is
-// queued, then the reason as a comment), its gateway actors stop, and it is
+// queued, then the reason as a comment), its attachments end, and it is
 // forgotten. Sessions live on. broken tells an orderly close (DELETE,
-// shutdown) from a fault (the backlog bound, abandonment).
+// shutdown) from a fault (a stream's bounds, abandonment).
 func (c *conn) close(reason string, broken bool) {
 	c.mu.Lock()
 	if c.closed {
@@ -425,7 +358,7 @@ func (c *conn) close(reason string, broken bool) {
 	}
 	close(c.done)
 	for _, s := range c.streams {
-		s.signal()
+		s.q.End(delivery.EndClosed)
 	}
 	sessions := c.sessions
 	c.sessions = map[string]*attachedSession{}
@@ -439,42 +372,80 @@ func (c *conn) close(reason string, broken bool) {
 			c.srv.sys().Root.Send(a.pid, &detach{})
 		}
 	}
-	c.srv.forget(c, reason, broken)
+	c.srv.reg.forget(c, reason, broken)
 }
 
-// waitDrained waits, up to max, until readers took everything queued on
-// streams that have a reader.
+// waitDrained waits, up to max, until the readers wrote everything queued
+// on the streams that have one.
 func (c *conn) waitDrained(ctx context.Context, max time.Duration) {
-	deadline := time.Now().Add(max)
-	for {
-		c.mu.Lock()
-		pending := false
-		for _, s := range c.streams {
-			if s.leased && len(s.queue) > 0 {
-				pending = true
-			}
+	ctx, cancel := context.WithTimeout(ctx, max)
+	defer cancel()
+	c.mu.Lock()
+	var read []*outStream
+	for _, s := range c.streams {
+		if s.leased {
+			read = append(read, s)
 		}
-		ch := c.progress
-		c.mu.Unlock()
-		left := time.Until(deadline)
-		if !pending || left <= 0 {
-			return
-		}
-		t := time.NewTimer(left)
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		t.Stop()
+	}
+	c.mu.Unlock()
+	for _, s := range read {
+		s.q.WaitWritten(ctx, s.q.Mark())
 	}
 }
 
-// closeReason reports whether the connection closed and why.
-func (c *conn) closeReason() (bool, string) {
+// attach returns the session's attachment on this connection, spawning it
+// when there is none. The attachment checks ownership and subscribes;
+// a.ready closes when that is decided (a.err tells how). hold starts it
+// holding live updates back (session/load), or asks a running one to.
+func (c *conn) attach(sessionID, agent string, hold bool) *attachedSession {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		a := &attachedSession{ready: make(chan struct{}), err: errInternal("connection_closed")}
+		close(a.ready)
+		return a
+	}
+	if a := c.sessions[sessionID]; a != nil {
+		c.mu.Unlock()
+		if hold {
+			c.srv.sys().Root.Send(a.pid, &holdLive{})
+		}
+		return a
+	}
+	a := &attachedSession{ready: make(chan struct{})}
+	a.pid = spawnAttachment(c, sessionID, agent, a, hold)
+	c.sessions[sessionID] = a
+	c.mu.Unlock()
+	return a
+}
+
+// lookupSession returns the attachment of a session, or nil.
+func (c *conn) lookupSession(sessionID string) *attachedSession {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.closed, c.reason
+	return c.sessions[sessionID]
+}
+
+// detach ends a session's attachment; the returned channel closes when its
+// held prompts were answered. Nil when the session is not attached.
+func (c *conn) detach(sessionID string) chan struct{} {
+	c.mu.Lock()
+	a := c.sessions[sessionID]
+	delete(c.sessions, sessionID)
+	c.mu.Unlock()
+	if a == nil {
+		return nil
+	}
+	done := make(chan struct{})
+	c.srv.sys().Root.Send(a.pid, &detach{done: done})
+	return done
+}
+
+// detached forgets an attachment that ended on its own.
+func (c *conn) detached(sessionID string, a *attachedSession) {
+	c.mu.Lock()
+	if c.sessions[sessionID] == a {
+		delete(c.sessions, sessionID)
+	}
+	c.mu.Unlock()
 }

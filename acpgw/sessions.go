@@ -1,0 +1,222 @@
+package acpgw
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/surfaced/surfaced"
+	"github.com/surfaced/surfaced/actors/session"
+	"github.com/surfaced/surfaced/store"
+)
+
+// The session methods: each attaches the session to the connection (or
+// finds its attachment) and answers when that is decided.
+
+func (s *Server) sessionNew(c *conn, m *rpcMessage) {
+	var p sessionParams
+	if e := decodeParams(m.params, &p); e != nil {
+		c.respond(m.id, nil, e)
+		return
+	}
+	cwd, e := requireCwd(p.Cwd, true)
+	if e == nil {
+		e = s.mcpServersOf(c, p.mcp())
+	}
+	if e != nil {
+		c.respond(m.id, nil, e)
+		return
+	}
+	spec, e := s.agentOf(c)
+	if e != nil {
+		c.respond(m.id, nil, e)
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
+	defer cancel()
+	id, err := s.rt.CreateSession(ctx, surfaced.CreateOptions{Owner: c.subject, Agent: spec.Name, Cwd: cwd})
+	var quota *surfaced.QuotaError
+	switch {
+	case errors.As(err, &quota):
+		c.respond(m.id, nil, errTooManySessions(quota))
+		return
+	case errors.Is(err, surfaced.ErrBadCwd):
+		c.respond(m.id, nil, errInvalidParams("cwd", "%s", strings.TrimPrefix(err.Error(), surfaced.ErrBadCwd.Error()+": ")))
+		return
+	case err != nil:
+		s.log.Error("acp session/new failed", "connection", c.id, "err", err)
+		c.respond(m.id, nil, errInternal("create_failed"))
+		return
+	}
+	a := c.attach(id, spec.Name, false)
+	if e := s.waitAttached(c, a); e != nil {
+		c.respond(m.id, nil, e)
+		return
+	}
+	s.attached(c, id, spec.Name, "new")
+	c.respond(m.id, map[string]string{"sessionId": id}, nil)
+}
+
+// sessionAttach serves session/load (replay, then answer) and session/resume
+// (answer, no replay).
+func (s *Server) sessionAttach(c *conn, m *rpcMessage, how string) {
+	var p sessionParams
+	if e := decodeParams(m.params, &p); e != nil {
+		c.respond(m.id, nil, e)
+		return
+	}
+	sid, e := requireSessionID(p.SessionID)
+	if e == nil {
+		_, e = requireCwd(p.Cwd, true)
+	}
+	if e == nil && (how == "load" || p.McpServers != nil) {
+		e = s.mcpServersOf(c, p.mcp())
+	}
+	if e != nil {
+		c.respond(m.id, nil, e)
+		return
+	}
+	spec, e := s.agentOf(c)
+	if e != nil {
+		c.respond(m.id, nil, e)
+		return
+	}
+	a := c.attach(sid, spec.Name, how == "load")
+	if e := s.waitAttached(c, a); e != nil {
+		c.respond(m.id, nil, e)
+		return
+	}
+	if how == "load" {
+		if e := s.replay(c, a, sid); e != nil {
+			c.respond(m.id, nil, e)
+			return
+		}
+	}
+	s.attached(c, sid, spec.Name, how)
+	c.respond(m.id, struct{}{}, nil)
+}
+
+func (s *Server) waitAttached(c *conn, a *attachedSession) *acp.RequestError {
+	select {
+	case <-a.ready:
+		return a.err
+	case <-c.done:
+		return errInternal("connection_closed")
+	}
+}
+
+func (s *Server) attached(c *conn, sessionID, agent, how string) {
+	s.log.Info("acp session attached", "connection", c.id, "session", sessionID, "agent", agent, "how", how)
+	s.publish(SessionAttached{ConnectionID: c.id, SessionID: sessionID, Agent: agent, How: how})
+}
+
+func (s *Server) sessionClose(c *conn, m *rpcMessage) {
+	var p sessionParams
+	if e := decodeParams(m.params, &p); e != nil {
+		c.respond(m.id, nil, e)
+		return
+	}
+	sid, e := requireSessionID(p.SessionID)
+	if e != nil {
+		c.respond(m.id, nil, e)
+		return
+	}
+	if done := c.detach(sid); done != nil {
+		select {
+		case <-done:
+		case <-c.done:
+		case <-time.After(requestTimeout):
+		}
+		c.respond(m.id, struct{}{}, nil)
+		return
+	}
+	spec, e := s.agentOf(c)
+	if e != nil {
+		c.respond(m.id, nil, e)
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
+	defer cancel()
+	if e := s.owned(ctx, c, sid, spec.Name); e != nil {
+		c.respond(m.id, nil, e)
+		return
+	}
+	c.respond(m.id, struct{}{}, nil)
+}
+
+// owned checks in the store that the session exists, belongs to the
+// connection's subject and agent, and has not ended; every failure but a
+// store fault is the one -32002 answer.
+func (s *Server) owned(ctx context.Context, c *conn, sid, agent string) *acp.RequestError {
+	rec, err := s.rt.Store().GetSession(ctx, sid)
+	switch {
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrInvalid):
+		return errNoSuchSession()
+	case err != nil:
+		s.log.Error("acp session lookup failed", "connection", c.id, "session", sid, "err", err)
+		return errInternal("store_failed")
+	case rec.Owner != c.subject, rec.Agent != agent, rec.Status == session.StatusEnded:
+		return errNoSuchSession()
+	}
+	return nil
+}
+
+func (s *Server) sessionPrompt(c *conn, m *rpcMessage) {
+	var p promptParams
+	if e := decodeParams(m.params, &p); e != nil {
+		c.respond(m.id, nil, e)
+		return
+	}
+	sid, e := requireSessionID(p.SessionID)
+	if e == nil && p.Prompt == nil {
+		e = errInvalidParams("prompt", "prompt is required (an array of content blocks)")
+	}
+	if e != nil {
+		c.respond(m.id, nil, e)
+		return
+	}
+	text, imgs, e := promptContent(*p.Prompt)
+	if e != nil {
+		c.respond(m.id, nil, e)
+		return
+	}
+	a := c.lookupSession(sid)
+	if a == nil {
+		spec, e := s.agentOf(c)
+		if e != nil {
+			c.respond(m.id, nil, e)
+			return
+		}
+		// A prompt for a session this connection did not attach (yet)
+		// attaches it, as session/resume would; the attachment checks
+		// ownership before anything reaches the session.
+		a = c.attach(sid, spec.Name, false)
+		if a.pid == nil {
+			c.respond(m.id, nil, a.err)
+			return
+		}
+		go func() {
+			if s.waitAttached(c, a) == nil {
+				s.attached(c, sid, spec.Name, "resume")
+			}
+		}()
+	}
+	s.sys().Root.Send(a.pid, &promptRequest{id: m.id, text: text, images: imgs})
+}
+
+func (s *Server) sessionCancel(c *conn, m *rpcMessage) {
+	sid, ok := sessionIDOf(m.params)
+	if !ok {
+		s.log.Debug("acp session/cancel without a sessionId ignored", "connection", c.id)
+		return
+	}
+	if a := c.lookupSession(sid); a != nil {
+		s.sys().Root.Send(a.pid, &cancelRequest{})
+		return
+	}
+	// Only sessions this connection attached can be cancelled from it.
+	s.log.Debug("acp session/cancel for a session not attached here ignored", "connection", c.id, "session", sid)
+}
