@@ -56,20 +56,14 @@ type subscribed struct {
 	err *acp.RequestError
 }
 
-// commandDone is the session's answer to a command.
-type commandDone struct {
-	cmd command
-	res proto.Message
-	err error
-}
-
 // stopNow stops an attachment that lingered after it ended.
 type stopNow struct{}
 
-// command is a request to the session, sent one at a time in order.
+// command is a request to the session.
 type command struct {
 	prompt *pb.Prompt
 	held   *heldPrompt
+	req    *promptRequest // the prompt's request, for another attachment when the session is gone
 	abort  bool
 }
 
@@ -110,9 +104,9 @@ type attachment struct {
 
 	subscribed bool
 	finished   bool
-	gone       bool // the session actor terminated; frames queued before that still count
-	cmds       []command
-	sending    bool
+	gone       bool       // the session actor terminated; frames queued before that still count
+	session    *actor.PID // the session actor, once it sent frames
+	cmds       []command  // waiting for the subscription and the session's PID
 	held       []*heldPrompt
 	holding    bool
 	parked     []func()
@@ -131,7 +125,7 @@ var (
 
 // spawnAttachment starts the attachment of a session to c; hold starts it
 // holding live updates back (session/load).
-func spawnAttachment(c *conn, sessionID, agent string, entry *attachedSession, hold bool) *actor.PID {
+func spawnAttachment(c *conn, sessionID, agent string, entry *attachedSession, hold bool, q *delivery.Queue) *actor.PID {
 	a := &attachment{srv: c.srv, conn: c, sessionID: sessionID, agent: agent, entry: entry, holding: hold,
 		caller: &pb.Caller{Subject: c.subject, Via: "acp"}, payloads: !c.srv.opts.WithholdToolPayloads,
 		dialogs: map[string]*dialogCall{}}
@@ -139,7 +133,7 @@ func spawnAttachment(c *conn, sessionID, agent string, entry *attachedSession, h
 	if c.srv.opts.Props != nil {
 		opts = c.srv.opts.Props("acp", sessionID)
 	}
-	return c.srv.sys().Root.SpawnPrefix(delivery.Props(a, opts...), "acp-")
+	return c.srv.sys().Root.SpawnPrefix(delivery.Props(a, q, opts...), "acp-")
 }
 
 func newTagPrefix() string {
@@ -159,9 +153,7 @@ func (a *attachment) Receive(ctx actor.Context) {
 	case *promptRequest:
 		a.onPrompt(ctx, m)
 	case *cancelRequest:
-		a.onCancel()
-	case *commandDone:
-		a.onCommandDone(m)
+		a.onCancel(ctx)
 	case *holdLive:
 		a.hold()
 	case *releaseLive:
@@ -187,6 +179,10 @@ func (a *attachment) Receive(ctx actor.Context) {
 func (a *attachment) Frames(ctx actor.Context, frames []*pb.Frame, final bool) bool {
 	if a.finished {
 		return true // a lingering attachment shows nothing
+	}
+	if a.session == nil && ctx.Sender() != nil {
+		a.session = ctx.Sender()
+		a.pump(ctx)
 	}
 	for _, f := range frames {
 		a.frame(f)
@@ -270,7 +266,7 @@ func (a *attachment) onSubscribed(ctx actor.Context, m *subscribed) {
 	a.subscribed = true
 	a.srv.rt.Metrics().ClientUp("acp")
 	close(a.entry.ready)
-	a.pump()
+	a.pump(ctx)
 }
 
 // onPrompt holds a session/prompt request and queues its prompt for the
@@ -289,62 +285,64 @@ func (a *attachment) onPrompt(ctx actor.Context, m *promptRequest) {
 	a.nextTag++
 	h := &heldPrompt{id: m.id, tag: a.tagPrefix + strconv.FormatUint(a.nextTag, 10)}
 	a.held = append(a.held, h)
-	a.cmds = append(a.cmds, command{held: h, prompt: &pb.Prompt{Caller: a.caller, Message: m.text, Images: m.images, ClientTag: h.tag}})
-	a.pump()
+	a.cmds = append(a.cmds, command{held: h, req: m, prompt: &pb.Prompt{Caller: a.caller, Message: m.text, Images: m.images, ClientTag: h.tag}})
+	a.pump(ctx)
 }
 
-func (a *attachment) onCancel() {
+func (a *attachment) onCancel(ctx actor.Context) {
 	if a.finished {
 		return
 	}
 	a.cmds = append(a.cmds, command{abort: true})
-	a.pump()
+	a.pump(ctx)
 }
 
-// pump sends the next command to the session, one at a time, so that the
-// session sees this client's prompts and cancels in the order it sent them.
-func (a *attachment) pump() {
-	if !a.subscribed || a.sending || len(a.cmds) == 0 || a.finished {
+// pump sends the waiting commands to the session actor, straight from this
+// actor: the session sees this client's prompts and cancels in the order it
+// sent them, and each answer comes back here.
+func (a *attachment) pump(ctx actor.Context) {
+	if !a.subscribed || a.finished || a.session == nil {
 		return
 	}
-	cmd := a.cmds[0]
-	a.cmds = a.cmds[1:]
-	a.sending = true
-	var msg proto.Message = cmd.prompt
-	if cmd.abort {
-		msg = &pb.Abort{Caller: a.caller}
+	cmds := a.cmds
+	a.cmds = nil
+	for _, cmd := range cmds {
+		var msg proto.Message = cmd.prompt
+		if cmd.abort {
+			msg = &pb.Abort{Caller: a.caller}
+		}
+		fut := ctx.RequestFuture(a.session, msg, requestTimeout)
+		ctx.ReenterAfter(fut, func(res any, err error) { a.commandDone(ctx, cmd, res, err) })
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(a.conn.ctx, requestTimeout)
-		defer cancel()
-		res, err := a.srv.rt.Request(ctx, a.sessionID, msg)
-		a.root.Send(a.self, &commandDone{cmd: cmd, res: res, err: err})
-	}()
 }
 
-func (a *attachment) onCommandDone(m *commandDone) {
-	a.sending = false
-	defer a.pump()
-	if m.cmd.abort {
-		if m.err != nil {
-			a.srv.log.Warn("acp cancel did not reach the session", "connection", a.conn.id, "session", a.sessionID, "err", m.err)
+func (a *attachment) commandDone(ctx actor.Context, cmd command, res any, err error) {
+	if cmd.abort {
+		if err != nil {
+			a.srv.log.Warn("acp cancel did not reach the session", "connection", a.conn.id, "session", a.sessionID, "err", err)
 		}
 		return
 	}
-	h := m.cmd.held
+	h := cmd.held
 	if h.done {
 		return
 	}
-	if m.err != nil {
-		if errors.Is(m.err, session.ErrNotFound) {
-			a.answer(h, nil, errNoSuchSession())
-			return
-		}
-		a.srv.log.Error("acp prompt did not reach the session", "connection", a.conn.id, "session", a.sessionID, "err", m.err)
+	switch {
+	case errors.Is(err, actor.ErrDeadLetter):
+		// The session actor stopped as the prompt went out (it slept, or
+		// moved): a new attachment finds it where it lives now.
+		a.held = slices.DeleteFunc(a.held, func(x *heldPrompt) bool { return x == h })
+		h.done = true
+		a.gone = true
+		a.conn.detached(a.sessionID, a.entry)
+		a.onPrompt(ctx, cmd.req)
+		return
+	case err != nil:
+		a.srv.log.Error("acp prompt did not reach the session", "connection", a.conn.id, "session", a.sessionID, "err", err)
 		a.answer(h, nil, errInternal("unavailable"))
 		return
 	}
-	r, _ := m.res.(*pb.PromptResult)
+	r, _ := res.(*pb.PromptResult)
 	if e := r.GetError(); e != nil {
 		switch e.GetCode() {
 		case session.CodeNotFound, session.CodeEnded:

@@ -304,15 +304,15 @@ func (c *conn) lease(sessionID string) (*outStream, bool) {
 	return s, true
 }
 
-// release ends a reader's lease. A session stream with nothing queued and no
-// reader is forgotten (it is created again on demand).
+// release ends a reader's lease. A session stream with nothing queued, no
+// reader and no attachment is forgotten (it is created again on demand).
 func (c *conn) release(s *outStream) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s.leased = false
 	c.readers--
 	c.lastActive = time.Now()
-	if n, _, _ := s.q.Waiting(); s.sessionID != "" && n == 0 && c.streams[s.sessionID] == s {
+	if n, _, _ := s.q.Waiting(); s.sessionID != "" && n == 0 && c.streams[s.sessionID] == s && c.sessions[s.sessionID] == nil {
 		delete(c.streams, s.sessionID)
 	}
 }
@@ -413,7 +413,9 @@ func (c *conn) attach(sessionID, agent string, hold bool) *attachedSession {
 		return a
 	}
 	a := &attachedSession{ready: make(chan struct{})}
-	a.pid = spawnAttachment(c, sessionID, agent, a, hold)
+	// The attachment's mailbox runs on its stream's writer while that waits
+	// (delivery.Queue.Dispatcher); the stream stays while it is attached.
+	a.pid = spawnAttachment(c, sessionID, agent, a, hold, c.streamLocked(sessionID).q)
 	c.sessions[sessionID] = a
 	c.mu.Unlock()
 	return a

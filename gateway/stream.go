@@ -57,7 +57,7 @@ func (s *Server) openStream(c echo.Context, kind, last string) (*stream, error) 
 		opts = s.opts.Props(kind, id)
 	}
 	sys := s.rt.System()
-	pid := sys.Root.SpawnPrefix(delivery.Props(delivery.QueueSink{Q: q}, opts...), kind+"-")
+	pid := sys.Root.SpawnPrefix(delivery.Props(delivery.QueueSink{Q: q}, q, opts...), kind+"-")
 	st := &stream{s: s, kind: kind, id: id, q: q, pid: pid, sys: sys}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), session.DefaultRequestTimeout)
 	defer cancel()

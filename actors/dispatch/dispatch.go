@@ -57,12 +57,18 @@ var Shared = New(300, 30*time.Second)
 // dispatcher instead (to compare, or to rule the pool out).
 func Option() actor.PropsOption { return option }
 
-var option = func() actor.PropsOption {
+// Dispatcher is the dispatcher Option sets: for a dispatcher of its own that
+// passes what it does not run itself on to the daemon's.
+func Dispatcher() actor.Dispatcher { return chosen }
+
+var chosen = func() actor.Dispatcher {
 	if os.Getenv("SURFACED_DISPATCHER") == "goroutine" {
-		return actor.WithDispatcher(actor.NewDefaultDispatcher(300))
+		return actor.NewDefaultDispatcher(300)
 	}
-	return actor.WithDispatcher(Shared)
+	return Shared
 }()
+
+var option = actor.WithDispatcher(chosen)
 
 // Schedule runs fn on an idle worker, or on a new one when none is idle.
 func (p *Pool) Schedule(fn func()) {

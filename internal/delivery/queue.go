@@ -5,6 +5,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/surfaced/surfaced/actors/dispatch"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -91,9 +94,10 @@ func (l Limits) withDefaults() Limits {
 // whole budget does not make a client slow; a second one arriving while it
 // still waits does. The session's final batch never cuts.
 type Queue struct {
-	lim  Limits
-	now  func() time.Time
-	wake chan struct{}
+	lim     Limits
+	now     func() time.Time
+	wake    chan struct{}
+	handoff chan func() // unbuffered: a subscriber's mailbox run, for the writer while it waits
 
 	mu          sync.Mutex
 	items       []Item
@@ -117,8 +121,28 @@ func NewQueue(l Limits, now func() time.Time) *Queue {
 	if now == nil {
 		now = time.Now
 	}
-	return &Queue{lim: l.withDefaults(), now: now, wake: make(chan struct{}, 1)}
+	return &Queue{lim: l.withDefaults(), now: now, wake: make(chan struct{}, 1), handoff: make(chan func())}
 }
+
+// Dispatcher is the actor.Dispatcher of the actor that fills the queue (its
+// subscriber): a mailbox run goes to the queue's writer when the writer is
+// waiting for work, so that a batch of frames is taken in, queued and written
+// by one goroutine, with no hand-off between the subscriber and the writer;
+// otherwise (no writer, or it is busy writing) it goes to the daemon's
+// dispatcher, and a slow client never holds up its subscriber.
+func (q *Queue) Dispatcher() actor.Dispatcher { return handoffDispatcher{q.handoff} }
+
+type handoffDispatcher struct{ handoff chan func() }
+
+func (d handoffDispatcher) Schedule(fn func()) {
+	select {
+	case d.handoff <- fn:
+	default:
+		dispatch.Dispatcher().Schedule(fn)
+	}
+}
+
+func (d handoffDispatcher) Throughput() int { return dispatch.Dispatcher().Throughput() }
 
 // Limits are the queue's bounds, defaults filled in.
 func (q *Queue) Limits() Limits { return q.lim }

@@ -52,15 +52,21 @@ func (s QueueSink) Frames(_ actor.Context, frames []*pb.Frame, final bool) bool 
 func (s QueueSink) Gone(actor.Context) { s.Q.End(EndSessionGone) }
 
 // Props are the props of a subscriber actor that hands what it receives to
-// sink; opts add to them (the inspector's mailbox). Spawn them once.
-func Props(sink Sink, opts ...actor.PropsOption) *actor.Props {
-	return propsOf(newSubscriber(sink), opts...)
+// sink, whose mailbox runs on q's writer while it waits (Queue.Dispatcher;
+// nil: the daemon's dispatcher); opts add to them (the inspector's mailbox).
+// Spawn them once.
+func Props(sink Sink, q *Queue, opts ...actor.PropsOption) *actor.Props {
+	return propsOf(newSubscriber(sink), q, opts...)
 }
 
 // propsOf spawns s itself: the props (which its actor context keeps) hold
 // s, and s lets go of its sink when it stops.
-func propsOf(s *subscriber, opts ...actor.PropsOption) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return s }, append([]actor.PropsOption{dispatch.Option()}, opts...)...)
+func propsOf(s *subscriber, q *Queue, opts ...actor.PropsOption) *actor.Props {
+	base := dispatch.Option()
+	if q != nil {
+		base = actor.WithDispatcher(q.Dispatcher())
+	}
+	return actor.PropsFromProducer(func() actor.Actor { return s }, append([]actor.PropsOption{base}, opts...)...)
 }
 
 // subscriber is the actor a session sends its frames to, for one client.

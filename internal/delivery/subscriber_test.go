@@ -51,7 +51,7 @@ func TestSubscriberSessionGoneAfterQueuedFrames(t *testing.T) {
 	q := NewQueue(Limits{}, nil)
 	held := &testkit.HeldDispatcher{}
 	mb := testkit.NewCountingMailbox()
-	sub := sys.Root.Spawn(Props(QueueSink{Q: q}, actor.WithDispatcher(held), actor.WithMailbox(mb.Producer())))
+	sub := sys.Root.Spawn(Props(QueueSink{Q: q}, q, actor.WithDispatcher(held), actor.WithMailbox(mb.Producer())))
 	sess := fakeSession(sys, func() *actor.PID { return sub })
 
 	// The first frames make the subscriber watch the session.
@@ -80,7 +80,7 @@ func TestSubscriberFinalThenGone(t *testing.T) {
 	sys := actor.NewActorSystem()
 	defer sys.Shutdown()
 	q := NewQueue(Limits{}, nil)
-	sub := sys.Root.Spawn(Props(QueueSink{Q: q}))
+	sub := sys.Root.Spawn(Props(QueueSink{Q: q}, q))
 	sess := fakeSession(sys, func() *actor.PID { return sub })
 	sys.Root.Send(sess, &pb.Frames{Frames: []*pb.Frame{{Id: "e-1", Event: pb.EndOf("stopped")}}, Final: true})
 	waitFor(t, "the final batch", func() bool { return q.Ended() == EndFinal })
@@ -100,7 +100,7 @@ func TestSubscriberStopsWhenTheSinkIsFull(t *testing.T) {
 	sys := actor.NewActorSystem()
 	defer sys.Shutdown()
 	q := NewQueue(Limits{MaxBytes: 10, MaxAge: time.Hour}, nil)
-	sub := sys.Root.Spawn(Props(QueueSink{Q: q}))
+	sub := sys.Root.Spawn(Props(QueueSink{Q: q}, q))
 	sess := fakeSession(sys, func() *actor.PID { return sub })
 	stopped := make(chan struct{})
 	watcher := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
@@ -141,7 +141,7 @@ func TestSubscriberLeavesNothingBehind(t *testing.T) {
 		func() {
 			q := NewQueue(Limits{}, nil)
 			s := newSubscriber(QueueSink{Q: q})
-			sub = sys.Root.Spawn(propsOf(s))
+			sub = sys.Root.Spawn(propsOf(s, q))
 			sys.Root.Send(sess, &pb.Frames{Frames: []*pb.Frame{frame("e-1", 1)}})
 			waitFor(t, "the frame", func() bool { n, _, _ := q.Waiting(); return n == 1 })
 			if err := sys.Root.StopFuture(sub).Wait(); err != nil {

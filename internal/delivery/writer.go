@@ -116,6 +116,13 @@ func (w *Writer) Run(ctx context.Context, q *Queue, t Transport) Reason {
 			if end, done := r.drain(); done {
 				return end
 			}
+		case run := <-q.handoff:
+			// The subscriber's mailbox runs here: what it queues is
+			// written next, without waking another goroutine.
+			run()
+			if end, done := r.drain(); done {
+				return end
+			}
 		case <-keep.C:
 			r.arm()
 			err := t.KeepAlive()

@@ -3,6 +3,8 @@ package delivery
 import (
 	"context"
 	"os"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -361,4 +363,63 @@ func TestWriterKeepQueueWhenSlow(t *testing.T) {
 	if items, _ := q.Take(nil); len(items) != 1 || string(items[0].Raw) != "second" {
 		t.Fatalf("left for the next reader: %v", items)
 	}
+}
+
+// goid is the calling goroutine's id (for tests only).
+func goid() string {
+	b := make([]byte, 64)
+	b = b[:runtime.Stack(b, false)]
+	f := strings.Fields(string(b))
+	return f[1]
+}
+
+// A subscriber's mailbox run goes to the writer while it waits: what it
+// queues is written by the same goroutine, with no hand-off. Without a
+// waiting writer it runs elsewhere.
+func TestWriterRunsTheSubscriberMailbox(t *testing.T) {
+	q := NewQueue(Limits{}, nil)
+	ran := make(chan string, 1)
+	q.Dispatcher().Schedule(func() { ran <- goid() })
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("with no writer the run was lost")
+	}
+
+	ft := &goidTransport{fakeTransport: newFakeTransport(), ids: make(chan string, 10)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := runWriter(ctx, &Writer{}, q, ft)
+	// Once the writer waits, a run goes to it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		handed := false
+		select {
+		case q.handoff <- func() { ran <- goid(); q.PushRaw([]byte("x")) }:
+			handed = true
+		default:
+		}
+		if handed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the writer never waited for work")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	runID, writeID := <-ran, <-ft.ids
+	if runID != writeID {
+		t.Errorf("the mailbox ran on goroutine %s, the write on %s", runID, writeID)
+	}
+	cancel()
+	result(t, done)
+}
+
+type goidTransport struct {
+	*fakeTransport
+	ids chan string
+}
+
+func (g *goidTransport) Write(it Item) error {
+	g.ids <- goid()
+	return g.fakeTransport.Write(it)
 }
