@@ -405,6 +405,11 @@ func (a *attachment) ownTurn() bool {
 	return false
 }
 
+// send sends an encoded message on the session's stream.
+func (a *attachment) send(msg []byte) {
+	a.deliver(func() { a.conn.push(a.sessionID, msg) })
+}
+
 // update sends one session/update on the session's stream.
 func (a *attachment) update(u acp.SessionUpdate) {
 	n := acp.SessionNotification{SessionId: acp.SessionId(a.sessionID), Update: u}

@@ -39,11 +39,35 @@ func (a *attachment) chat(c *pb.ChatEvent) {
 		}
 	case *pb.ChatEvent_TurnFinish:
 		a.turnEnded(e.TurnFinish.GetPromptIds(), e.TurnFinish.GetStopReason())
+	case *pb.ChatEvent_PartDelta:
+		if d := e.PartDelta.GetDelta(); d != "" {
+			kind := "agent_message_chunk"
+			if e.PartDelta.GetKind() == pb.PartKind_PART_KIND_REASONING {
+				kind = "agent_thought_chunk"
+			}
+			a.send(textChunk(a.sessionID, kind, d))
+		}
 	default:
 		if u, ok := renderChat(c, a.payloads); ok {
 			a.update(u)
 		}
 	}
+}
+
+// textChunk encodes the session/update of a text chunk by hand: most of a
+// turn's updates are these, and this gives what encoding the SDK's types
+// gives (render_test.go checks), at a fraction of the cost.
+func textChunk(sessionID, kind, text string) []byte {
+	sid, _ := json.Marshal(sessionID)
+	txt, _ := json.Marshal(text)
+	b := make([]byte, 0, 128+len(sid)+len(txt))
+	b = append(b, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":`...)
+	b = append(b, sid...)
+	b = append(b, `,"update":{"content":{"text":`...)
+	b = append(b, txt...)
+	b = append(b, `,"type":"text"},"sessionUpdate":"`...)
+	b = append(b, kind...)
+	return append(b, `"}}}`...)
 }
 
 // userMessage: the editor's own prompt is not echoed (its held request
@@ -58,12 +82,12 @@ func (a *attachment) userMessage(um *pb.UserMessage) {
 	if strings.HasPrefix(um.GetTag(), a.tagPrefix) {
 		return
 	}
-	a.update(acp.UpdateUserMessageText(um.GetText()))
+	a.send(textChunk(a.sessionID, "user_message_chunk", um.GetText()))
 }
 
 // renderChat is the update of a chat event that has one: text and thinking
-// deltas, tool calls and their progress. payloads false withholds tool
-// inputs, outputs and error texts.
+// deltas (chat sends those as textChunk), tool calls and their progress.
+// payloads false withholds tool inputs, outputs and error texts.
 func renderChat(c *pb.ChatEvent, payloads bool) (acp.SessionUpdate, bool) {
 	switch e := c.GetChunk().(type) {
 	case *pb.ChatEvent_PartDelta:
