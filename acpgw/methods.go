@@ -42,17 +42,21 @@ func (s *Server) dispatch(c *conn, m *rpcMessage) {
 	}
 	switch m.method {
 	case "session/prompt":
-		s.sessionPrompt(c, m)
+		// Answered by the attachment when the turn ends, or now when it
+		// cannot be taken.
+		if _, e := s.sessionPrompt(c, m); e != nil {
+			c.respond(m.id, nil, e)
+		}
 	case "session/new":
-		go s.sessionNew(c, m)
+		go s.answer(c, m, s.sessionNew)
 	case "session/load":
-		go s.sessionAttach(c, m, "load")
+		go s.answer(c, m, s.sessionAttach("load"))
 	case "session/resume":
-		go s.sessionAttach(c, m, "resume")
+		go s.answer(c, m, s.sessionAttach("resume"))
 	case "session/list":
-		go s.sessionList(c, m)
+		go s.answer(c, m, s.sessionList)
 	case "session/close":
-		go s.sessionClose(c, m)
+		go s.answer(c, m, s.sessionClose)
 	case "session/cancel":
 		c.respond(m.id, nil, &acp.RequestError{Code: codeInvalidRequest,
 			Message: "Invalid request: session/cancel is a notification; send it without an id"})
@@ -62,6 +66,16 @@ func (s *Server) dispatch(c *conn, m *rpcMessage) {
 		// advertised), authenticate (no auth methods), and the rest.
 		c.respond(m.id, nil, errMethodNotFound(m.method))
 	}
+}
+
+// method is a method that answers its request when it returns: its result,
+// or its error.
+type method func(c *conn, m *rpcMessage) (any, *acp.RequestError)
+
+// answer runs a method and sends its answer where the request was routed.
+func (s *Server) answer(c *conn, m *rpcMessage, run method) {
+	res, e := run(c, m)
+	c.respond(m.id, res, e)
 }
 
 // initialize
@@ -206,31 +220,27 @@ type listResult struct {
 // listPage is how many sessions one session/list answer holds at most.
 const listPage = 50
 
-func (s *Server) sessionList(c *conn, m *rpcMessage) {
+func (s *Server) sessionList(c *conn, m *rpcMessage) (any, *acp.RequestError) {
 	var p listParams
 	if len(m.params) > 0 {
 		if e := decodeParams(m.params, &p); e != nil {
-			c.respond(m.id, nil, e)
-			return
+			return nil, e
 		}
 	}
 	cwd, e := requireCwd(p.Cwd, false)
 	if e != nil {
-		c.respond(m.id, nil, e)
-		return
+		return nil, e
 	}
 	spec, e := s.agentOf(c)
 	if e != nil {
-		c.respond(m.id, nil, e)
-		return
+		return nil, e
 	}
 	fp := cursorFingerprint(c.subject, spec.Name, cwd)
 	q := store.ListQuery{Owner: c.subject, Agent: spec.Name, Cwd: cwd, Limit: listPage}
 	if p.Cursor != nil && *p.Cursor != "" {
 		inner, ok := openCursor(*p.Cursor, fp)
 		if !ok {
-			c.respond(m.id, nil, errInvalidParams("cursor", "cursor is not one this listing gave out (cursors are bound to the caller, the agent and the cwd filter)"))
-			return
+			return nil, errInvalidParams("cursor", "cursor is not one this listing gave out (cursors are bound to the caller, the agent and the cwd filter)")
 		}
 		q.Cursor = inner
 	}
@@ -238,13 +248,11 @@ func (s *Server) sessionList(c *conn, m *rpcMessage) {
 	defer cancel()
 	page, next, err := s.rt.Store().ListSessions(ctx, q)
 	if errors.Is(err, store.ErrBadCursor) {
-		c.respond(m.id, nil, errInvalidParams("cursor", "cursor is not one this listing gave out"))
-		return
+		return nil, errInvalidParams("cursor", "cursor is not one this listing gave out")
 	}
 	if err != nil {
 		s.log.Error("acp session/list failed", "connection", c.id, "err", err)
-		c.respond(m.id, nil, errInternal("store_failed"))
-		return
+		return nil, errInternal("store_failed")
 	}
 	out := listResult{Sessions: []listItem{}}
 	for _, rec := range page {
@@ -259,7 +267,7 @@ func (s *Server) sessionList(c *conn, m *rpcMessage) {
 	if next != "" {
 		out.NextCursor = sealCursor(next, fp)
 	}
-	c.respond(m.id, out, nil)
+	return out, nil
 }
 
 // cursorFingerprint binds a listing cursor to its scope: replayed under

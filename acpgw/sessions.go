@@ -16,24 +16,21 @@ import (
 // The session methods: each attaches the session to the connection (or
 // finds its attachment) and answers when that is decided.
 
-func (s *Server) sessionNew(c *conn, m *rpcMessage) {
+func (s *Server) sessionNew(c *conn, m *rpcMessage) (any, *acp.RequestError) {
 	var p sessionParams
 	if e := decodeParams(m.params, &p); e != nil {
-		c.respond(m.id, nil, e)
-		return
+		return nil, e
 	}
 	cwd, e := requireCwd(p.Cwd, true)
 	if e == nil {
 		e = s.mcpServersOf(c, p.mcp())
 	}
 	if e != nil {
-		c.respond(m.id, nil, e)
-		return
+		return nil, e
 	}
 	spec, e := s.agentOf(c)
 	if e != nil {
-		c.respond(m.id, nil, e)
-		return
+		return nil, e
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
 	defer cancel()
@@ -41,62 +38,54 @@ func (s *Server) sessionNew(c *conn, m *rpcMessage) {
 	var quota *surfaced.QuotaError
 	switch {
 	case errors.As(err, &quota):
-		c.respond(m.id, nil, errTooManySessions(quota))
-		return
+		return nil, errTooManySessions(quota)
 	case errors.Is(err, surfaced.ErrBadCwd):
-		c.respond(m.id, nil, errInvalidParams("cwd", "%s", strings.TrimPrefix(err.Error(), surfaced.ErrBadCwd.Error()+": ")))
-		return
+		return nil, errInvalidParams("cwd", "%s", strings.TrimPrefix(err.Error(), surfaced.ErrBadCwd.Error()+": "))
 	case err != nil:
 		s.log.Error("acp session/new failed", "connection", c.id, "err", err)
-		c.respond(m.id, nil, errInternal("create_failed"))
-		return
+		return nil, errInternal("create_failed")
 	}
-	a := c.attach(id, spec.Name, false)
-	if e := s.waitAttached(c, a); e != nil {
-		c.respond(m.id, nil, e)
-		return
+	if e := s.waitAttached(c, c.attach(id, spec.Name, false)); e != nil {
+		return nil, e
 	}
 	s.attached(c, id, spec.Name, "new")
-	c.respond(m.id, map[string]string{"sessionId": id}, nil)
+	return map[string]string{"sessionId": id}, nil
 }
 
 // sessionAttach serves session/load (replay, then answer) and session/resume
 // (answer, no replay).
-func (s *Server) sessionAttach(c *conn, m *rpcMessage, how string) {
-	var p sessionParams
-	if e := decodeParams(m.params, &p); e != nil {
-		c.respond(m.id, nil, e)
-		return
-	}
-	sid, e := requireSessionID(p.SessionID)
-	if e == nil {
-		_, e = requireCwd(p.Cwd, true)
-	}
-	if e == nil && (how == "load" || p.McpServers != nil) {
-		e = s.mcpServersOf(c, p.mcp())
-	}
-	if e != nil {
-		c.respond(m.id, nil, e)
-		return
-	}
-	spec, e := s.agentOf(c)
-	if e != nil {
-		c.respond(m.id, nil, e)
-		return
-	}
-	a := c.attach(sid, spec.Name, how == "load")
-	if e := s.waitAttached(c, a); e != nil {
-		c.respond(m.id, nil, e)
-		return
-	}
-	if how == "load" {
-		if e := s.replay(c, a, sid); e != nil {
-			c.respond(m.id, nil, e)
-			return
+func (s *Server) sessionAttach(how string) method {
+	return func(c *conn, m *rpcMessage) (any, *acp.RequestError) {
+		var p sessionParams
+		if e := decodeParams(m.params, &p); e != nil {
+			return nil, e
 		}
+		sid, e := requireSessionID(p.SessionID)
+		if e == nil {
+			_, e = requireCwd(p.Cwd, true)
+		}
+		if e == nil && (how == "load" || p.McpServers != nil) {
+			e = s.mcpServersOf(c, p.mcp())
+		}
+		if e != nil {
+			return nil, e
+		}
+		spec, e := s.agentOf(c)
+		if e != nil {
+			return nil, e
+		}
+		a := c.attach(sid, spec.Name, how == "load")
+		if e := s.waitAttached(c, a); e != nil {
+			return nil, e
+		}
+		if how == "load" {
+			if e := s.replay(c, a, sid); e != nil {
+				return nil, e
+			}
+		}
+		s.attached(c, sid, spec.Name, how)
+		return struct{}{}, nil
 	}
-	s.attached(c, sid, spec.Name, how)
-	c.respond(m.id, struct{}{}, nil)
 }
 
 func (s *Server) waitAttached(c *conn, a *attachedSession) *acp.RequestError {
@@ -113,16 +102,14 @@ func (s *Server) attached(c *conn, sessionID, agent, how string) {
 	s.publish(SessionAttached{ConnectionID: c.id, SessionID: sessionID, Agent: agent, How: how})
 }
 
-func (s *Server) sessionClose(c *conn, m *rpcMessage) {
+func (s *Server) sessionClose(c *conn, m *rpcMessage) (any, *acp.RequestError) {
 	var p sessionParams
 	if e := decodeParams(m.params, &p); e != nil {
-		c.respond(m.id, nil, e)
-		return
+		return nil, e
 	}
 	sid, e := requireSessionID(p.SessionID)
 	if e != nil {
-		c.respond(m.id, nil, e)
-		return
+		return nil, e
 	}
 	if done := c.detach(sid); done != nil {
 		select {
@@ -130,21 +117,18 @@ func (s *Server) sessionClose(c *conn, m *rpcMessage) {
 		case <-c.done:
 		case <-time.After(requestTimeout):
 		}
-		c.respond(m.id, struct{}{}, nil)
-		return
+		return struct{}{}, nil
 	}
 	spec, e := s.agentOf(c)
 	if e != nil {
-		c.respond(m.id, nil, e)
-		return
+		return nil, e
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
 	defer cancel()
 	if e := s.owned(ctx, c, sid, spec.Name); e != nil {
-		c.respond(m.id, nil, e)
-		return
+		return nil, e
 	}
-	c.respond(m.id, struct{}{}, nil)
+	return struct{}{}, nil
 }
 
 // owned checks in the store that the session exists, belongs to the
@@ -164,39 +148,36 @@ func (s *Server) owned(ctx context.Context, c *conn, sid, agent string) *acp.Req
 	return nil
 }
 
-func (s *Server) sessionPrompt(c *conn, m *rpcMessage) {
+// sessionPrompt hands the prompt to the session's attachment, which
+// answers it when its turn ends.
+func (s *Server) sessionPrompt(c *conn, m *rpcMessage) (any, *acp.RequestError) {
 	var p promptParams
 	if e := decodeParams(m.params, &p); e != nil {
-		c.respond(m.id, nil, e)
-		return
+		return nil, e
 	}
 	sid, e := requireSessionID(p.SessionID)
 	if e == nil && p.Prompt == nil {
 		e = errInvalidParams("prompt", "prompt is required (an array of content blocks)")
 	}
 	if e != nil {
-		c.respond(m.id, nil, e)
-		return
+		return nil, e
 	}
 	text, imgs, e := promptContent(*p.Prompt)
 	if e != nil {
-		c.respond(m.id, nil, e)
-		return
+		return nil, e
 	}
 	a := c.lookupSession(sid)
 	if a == nil {
 		spec, e := s.agentOf(c)
 		if e != nil {
-			c.respond(m.id, nil, e)
-			return
+			return nil, e
 		}
 		// A prompt for a session this connection did not attach (yet)
 		// attaches it, as session/resume would; the attachment checks
 		// ownership before anything reaches the session.
 		a = c.attach(sid, spec.Name, false)
 		if a.pid == nil {
-			c.respond(m.id, nil, a.err)
-			return
+			return nil, a.err
 		}
 		go func() {
 			if s.waitAttached(c, a) == nil {
@@ -205,6 +186,7 @@ func (s *Server) sessionPrompt(c *conn, m *rpcMessage) {
 		}()
 	}
 	s.sys().Root.Send(a.pid, &promptRequest{id: m.id, text: text, images: imgs})
+	return nil, nil
 }
 
 func (s *Server) sessionCancel(c *conn, m *rpcMessage) {

@@ -232,7 +232,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, id guard.Identity)
 		return
 	}
 	if m.kind == kindResponse {
-		s.answer(w, c, m, header)
+		s.clientAnswer(w, c, m, header)
 		return
 	}
 	paramsSession, hasParamsSession := sessionIDOf(m.params)
@@ -257,9 +257,10 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, id guard.Identity)
 	w.WriteHeader(http.StatusAccepted)
 }
 
-// answer takes the client's response to a request the daemon put to it. An
-// answer to a request that went out on a session stream names that session.
-func (s *Server) answer(w http.ResponseWriter, c *conn, m *rpcMessage, header string) {
+// clientAnswer takes the client's response to a request the daemon put to
+// it. An answer to a request that went out on a session stream names that
+// session.
+func (s *Server) clientAnswer(w http.ResponseWriter, c *conn, m *rpcMessage, header string) {
 	if sid, ok := c.callSession(m.id); ok && sid != "" {
 		if header == "" {
 			textError(w, http.StatusBadRequest, "Missing "+HeaderSessionID+": the request this answers went out on session "+sid+"'s stream.")
