@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/surfaced/surfaced/internal/testkit"
+	"github.com/surfaced/surfaced/internal/testkit/daemon"
 )
 
 // BenchmarkPromptRoundTrip measures one prompt round trip two ways in the
@@ -23,7 +24,7 @@ import (
 // their ratios (gateway / direct).
 func BenchmarkPromptRoundTrip(b *testing.B) {
 	direct := startDirectAgent(b)
-	d := startDaemon(b)
+	d := daemon.Start(b)
 	g := newBenchClient(b, d)
 
 	var dFirst, dEnd, gFirst, gEnd time.Duration
@@ -118,27 +119,23 @@ func (a *directAgent) roundTrip(b *testing.B, i int) (first, end time.Duration) 
 // benchClient is a minimal Streamable HTTP client with its session stream
 // read by a goroutine.
 type benchClient struct {
-	d      *daemon
+	d      *daemon.Daemon
 	h      http.Header
 	sid    string
 	id     int
 	events chan []byte
 }
 
-func newBenchClient(b *testing.B, d *daemon) *benchClient {
-	c := d.client()
-	c.initialize()
-	sid := c.newSession(tempDir(b))
-	g := &benchClient{d: d, h: c.header(sid), sid: sid, id: 1000, events: make(chan []byte, 4096)}
-	h := c.header(sid)
+func newBenchClient(b *testing.B, d *daemon.Daemon) *benchClient {
+	c := d.ACPClient()
+	c.Initialize()
+	sid := c.NewSession(daemon.TempDir(b))
+	g := &benchClient{d: d, h: c.Header(sid), sid: sid, id: 1000, events: make(chan []byte, 4096)}
+	h := c.Header(sid)
 	h.Set("Accept", "text/event-stream")
 	// A second reader would be refused: close the harness's stream first.
-	c.mu.Lock()
-	s := c.streams[sid]
-	delete(c.streams, sid)
-	c.mu.Unlock()
-	s.Close()
-	req, _ := http.NewRequest("GET", d.acp, nil)
+	c.CloseStream(sid)
+	req, _ := http.NewRequest("GET", d.ACPURL, nil)
 	req.Header = h
 	var resp *http.Response
 	var err error
@@ -177,7 +174,7 @@ func (g *benchClient) roundTrip(b *testing.B) (first, end time.Duration) {
 	body := []byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(g.id) + `,"method":"session/prompt","params":{"sessionId":"` + g.sid +
 		`","prompt":[{"type":"text","text":"hello there"}]}}`)
 	start := time.Now()
-	req, _ := http.NewRequest("POST", g.d.acp, bytes.NewReader(body))
+	req, _ := http.NewRequest("POST", g.d.ACPURL, bytes.NewReader(body))
 	req.Header = g.h.Clone()
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/surfaced/surfaced/acpgw/bridge"
+	"github.com/surfaced/surfaced/internal/testkit/daemon"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -80,7 +81,7 @@ func runBridge(t *testing.T, o bridge.Options) *editorSide {
 
 func (e *editorSide) send(v any) {
 	e.t.Helper()
-	if _, err := fmt.Fprintf(e.in, "%s\n", mustJSON(v)); err != nil {
+	if _, err := fmt.Fprintf(e.in, "%s\n", daemon.MustJSON(v)); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -144,8 +145,8 @@ func (e *editorSide) waitStderr(what string, timeout time.Duration) {
 // the bridge reconnects and resumes, the queue goes out, and a late answer
 // to a request of the lost connection is dropped.
 func TestBridgeOutage(t *testing.T) {
-	d := startDaemon(t)
-	e := runBridge(t, bridge.Options{URL: d.url, Token: d.token, MinDelay: 50 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxQueued: 3})
+	d := daemon.Start(t)
+	e := runBridge(t, bridge.Options{URL: d.URL, Token: d.Token, MinDelay: 50 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxQueued: 3})
 
 	e.request(0, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
 	if r, _ := e.answer(0, 10*time.Second); r["result"] == nil {
@@ -153,7 +154,7 @@ func TestBridgeOutage(t *testing.T) {
 	}
 	// Not JSON: ignored with a word on stderr, the relay goes on.
 	fmt.Fprintln(e.in, "this is not json")
-	e.request(1, "session/new", map[string]any{"cwd": tempDir(t), "mcpServers": []any{}})
+	e.request(1, "session/new", map[string]any{"cwd": daemon.TempDir(t), "mcpServers": []any{}})
 	r, _ := e.answer(1, 10*time.Second)
 	sid := r["result"].(map[string]any)["sessionId"].(string)
 	if !strings.Contains(e.stderr.String(), "not a JSON-RPC message") {
@@ -165,9 +166,9 @@ func TestBridgeOutage(t *testing.T) {
 	isPermission := func(m map[string]any) bool { return m["method"] == "session/request_permission" }
 	perm, _ := e.next("permission request", 10*time.Second, isPermission)
 	e.kept = nil
-	d.outage()
+	d.Outage()
 	r, _ = e.answer(2, 10*time.Second)
-	if stopReason(r) != "cancelled" {
+	if daemon.StopReason(r) != "cancelled" {
 		t.Errorf("the prompt in flight: %v", r)
 	}
 	e.waitStderr("lost the connection", 5*time.Second)
@@ -179,11 +180,11 @@ func TestBridgeOutage(t *testing.T) {
 		e.request(i, "session/list", map[string]any{})
 	}
 	r, _ = e.answer(13, 5*time.Second)
-	if code, msg, _ := rpcError(r); code != -32000 || !strings.Contains(msg, "queued") {
+	if code, msg, _ := daemon.RPCError(r); code != -32000 || !strings.Contains(msg, "queued") {
 		t.Errorf("past the queue bound: %v", r)
 	}
 
-	d.restore()
+	d.Restore()
 	e.waitStderr("reconnected to", 10*time.Second)
 	for i := 10; i < 13; i++ {
 		r, _ := e.answer(i, 10*time.Second)
@@ -211,7 +212,7 @@ func TestBridgeOutage(t *testing.T) {
 			}
 		}
 	}
-	if stopReason(r) != "end_turn" || !strings.HasSuffix(text.String(), "echo: back") {
+	if daemon.StopReason(r) != "end_turn" || !strings.HasSuffix(text.String(), "echo: back") {
 		t.Errorf("after the outage: %v, text %q", r, text.String())
 	}
 }
@@ -219,22 +220,22 @@ func TestBridgeOutage(t *testing.T) {
 // A session the daemon no longer has is forgotten on reconnection (-32002),
 // and only then.
 func TestBridgeForgetsOnlyMissingSessions(t *testing.T) {
-	d := startDaemon(t)
-	e := runBridge(t, bridge.Options{URL: d.url, Token: d.token, MinDelay: 50 * time.Millisecond, MaxDelay: 100 * time.Millisecond})
+	d := daemon.Start(t)
+	e := runBridge(t, bridge.Options{URL: d.URL, Token: d.Token, MinDelay: 50 * time.Millisecond, MaxDelay: 100 * time.Millisecond})
 	e.request(0, "initialize", map[string]any{"protocolVersion": 1})
 	e.answer(0, 10*time.Second)
-	e.request(1, "session/new", map[string]any{"cwd": tempDir(t), "mcpServers": []any{}})
+	e.request(1, "session/new", map[string]any{"cwd": daemon.TempDir(t), "mcpServers": []any{}})
 	r, _ := e.answer(1, 10*time.Second)
 	sid := r["result"].(map[string]any)["sessionId"].(string)
 
-	d.outage()
+	d.Outage()
 	e.waitStderr("lost the connection", 5*time.Second)
 	// The session ends while the bridge is away.
 	st, out := deleteSession(t, d, sid)
 	if st != 200 && st != 204 {
 		t.Fatalf("DELETE session: %d %s", st, out)
 	}
-	d.restore()
+	d.Restore()
 	e.waitStderr("is not on", 10*time.Second)
 	e.waitStderr("reconnected to", 10*time.Second)
 	if !strings.Contains(e.stderr.String(), sid) {
@@ -242,12 +243,12 @@ func TestBridgeForgetsOnlyMissingSessions(t *testing.T) {
 	}
 }
 
-func deleteSession(t *testing.T, d *daemon, sid string) (int, string) {
+func deleteSession(t *testing.T, d *daemon.Daemon, sid string) (int, string) {
 	t.Helper()
 	// The HTTP API is down during the outage; the runtime is not.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := d.rt.Request(ctx, sid, &pb.Stop{Caller: &pb.Caller{System: true}, Reason: "stopped"})
+	res, err := d.Runtime.Request(ctx, sid, &pb.Stop{Caller: &pb.Caller{System: true}, Reason: "stopped"})
 	if err != nil {
 		return 500, err.Error()
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/internal/testkit"
+	"github.com/surfaced/surfaced/internal/testkit/daemon"
 )
 
 // A browser (SSE on the HTTP API) and an editor (ACP) on one session, with
@@ -18,18 +19,18 @@ import (
 // command from the browser is what the agent sees in the next turn.
 func TestBrowserAndEditorOnOneSession(t *testing.T) {
 	demo := testkit.Build(t, "./examples/surface-demo-agent")
-	d := startDaemon(t, withAgents(surfaced.AgentSpec{Name: "demo", Argv: []string{demo}, Env: []string{"SURFACED_LLM_BASE_URL="}}))
-	ed := d.client()
-	ed.initialize()
-	sid := ed.newSession(tempDir(t))
+	d := daemon.Start(t, daemon.Agents(surfaced.AgentSpec{Name: "demo", Argv: []string{demo}, Env: []string{"SURFACED_LLM_BASE_URL="}}))
+	ed := d.ACPClient()
+	ed.Initialize()
+	sid := ed.NewSession(daemon.TempDir(t))
 
-	browser := testkit.OpenSSE(t, d.url+"/api/sessions/"+sid+"/events", http.Header{"Authorization": {"Bearer " + d.token}})
+	browser := testkit.OpenSSE(t, d.URL+"/api/sessions/"+sid+"/events", http.Header{"Authorization": {"Bearer " + d.Token}})
 	browser.Wait(t, 20*time.Second, "the session ready", testkit.IsStatus("ready"))
 
 	// The editor prompts: the reply streams to the editor and to the browser.
-	id := ed.prompt(sid, "hello from the editor")
-	text, _, resp := ed.turn(sid, id)
-	if stopReason(resp) != "end_turn" || !strings.Contains(text, "hello from the editor") {
+	id := ed.Prompt(sid, "hello from the editor")
+	text, _, resp := ed.Turn(sid, id)
+	if daemon.StopReason(resp) != "end_turn" || !strings.Contains(text, "hello from the editor") {
 		t.Fatalf("editor: %q %v", text, resp)
 	}
 	um := browser.Wait(t, 10*time.Second, "the editor's prompt", testkit.IsChat("data-user-message"))
@@ -51,8 +52,8 @@ func TestBrowserAndEditorOnOneSession(t *testing.T) {
 	}
 
 	// The browser presses the surface's button...
-	req, _ := http.NewRequest("POST", d.url+"/api/sessions/"+sid+"/surfaces/demo/increment", bytes.NewReader([]byte("{}")))
-	req.Header.Set("Authorization", "Bearer "+d.token)
+	req, _ := http.NewRequest("POST", d.URL+"/api/sessions/"+sid+"/surfaces/demo/increment", bytes.NewReader([]byte("{}")))
+	req.Header.Set("Authorization", "Bearer "+d.Token)
 	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -68,9 +69,9 @@ func TestBrowserAndEditorOnOneSession(t *testing.T) {
 
 	// ... and the editor's next turn works on that state: the agent's tool
 	// moves the same counter from 1 to 2.
-	id = ed.prompt(sid, "increment please")
-	text, kinds, resp := ed.turn(sid, id)
-	if stopReason(resp) != "end_turn" || !strings.Contains(text, "count = 2") {
+	id = ed.Prompt(sid, "increment please")
+	text, kinds, resp := ed.Turn(sid, id)
+	if daemon.StopReason(resp) != "end_turn" || !strings.Contains(text, "count = 2") {
 		t.Fatalf("editor after the browser's command: %q %v %v", text, kinds, resp)
 	}
 	if !strings.Contains(strings.Join(kinds, ","), "tool_call,tool_call_update") {
@@ -86,17 +87,17 @@ func TestBrowserAndEditorOnOneSession(t *testing.T) {
 // agent_thought_chunk (the demo agent's scripted model).
 func TestMaxTokensAndThoughts(t *testing.T) {
 	demo := testkit.Build(t, "./examples/surface-demo-agent")
-	d := startDaemon(t, withAgents(surfaced.AgentSpec{Name: "demo", Argv: []string{demo}, Env: []string{"SURFACED_LLM_BASE_URL="}}))
-	c := d.client()
-	c.initialize()
-	sid := c.newSession(tempDir(t))
-	id := c.prompt(sid, "long")
-	if _, _, r := c.turn(sid, id); stopReason(r) != "max_tokens" {
+	d := daemon.Start(t, daemon.Agents(surfaced.AgentSpec{Name: "demo", Argv: []string{demo}, Env: []string{"SURFACED_LLM_BASE_URL="}}))
+	c := d.ACPClient()
+	c.Initialize()
+	sid := c.NewSession(daemon.TempDir(t))
+	id := c.Prompt(sid, "long")
+	if _, _, r := c.Turn(sid, id); daemon.StopReason(r) != "max_tokens" {
 		t.Errorf("long: %v", r)
 	}
-	id = c.prompt(sid, "think about it")
-	_, kinds, r := c.turn(sid, id)
-	if stopReason(r) != "end_turn" || !strings.Contains(strings.Join(kinds, ","), "agent_thought_chunk") {
+	id = c.Prompt(sid, "think about it")
+	_, kinds, r := c.Turn(sid, id)
+	if daemon.StopReason(r) != "end_turn" || !strings.Contains(strings.Join(kinds, ","), "agent_thought_chunk") {
 		t.Errorf("think: %v %v", kinds, r)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/surfaced/surfaced/acpgw"
 	"github.com/surfaced/surfaced/internal/testkit"
+	"github.com/surfaced/surfaced/internal/testkit/daemon"
 )
 
 // The official TypeScript SDK (@agentclientprotocol/sdk, pinned in
@@ -36,14 +37,14 @@ func sdkDir(t *testing.T) string {
 
 // runScenario runs one scenario of scenarios.mjs against d and decodes what
 // it observed.
-func runScenario(t *testing.T, d *daemon, scenario string, out any, env ...string) {
+func runScenario(t *testing.T, d *daemon.Daemon, scenario string, out any, env ...string) {
 	t.Helper()
 	dir := sdkDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", "scenarios.mjs", scenario)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "ACP_URL="+d.acp, "ACP_TOKEN="+d.token, "ACP_CWD="+tempDir(t))
+	cmd.Env = append(os.Environ(), "ACP_URL="+d.ACPURL, "ACP_TOKEN="+d.Token, "ACP_CWD="+daemon.TempDir(t))
 	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -78,7 +79,7 @@ func textOf(log []logEntry) string {
 }
 
 func TestSDKRoundTrip(t *testing.T) {
-	d := startDaemon(t)
+	d := daemon.Start(t)
 	var out struct {
 		Initialize struct {
 			ProtocolVersion int `json:"protocolVersion"`
@@ -149,7 +150,7 @@ func TestSDKRoundTrip(t *testing.T) {
 }
 
 func TestSDKCancel(t *testing.T) {
-	d := startDaemon(t)
+	d := daemon.Start(t)
 	var out struct {
 		StopReason string `json:"stopReason"`
 		Text       string `json:"text"`
@@ -169,7 +170,7 @@ func TestSDKCancel(t *testing.T) {
 }
 
 func TestSDKQueuedPrompts(t *testing.T) {
-	d := startDaemon(t)
+	d := daemon.Start(t)
 	var out struct {
 		Log []logEntry `json:"log"`
 	}
@@ -196,7 +197,7 @@ func TestSDKQueuedPrompts(t *testing.T) {
 }
 
 func TestSDKTwoClientsOneSession(t *testing.T) {
-	d := startDaemon(t)
+	d := daemon.Start(t)
 	var out struct {
 		AStop  string   `json:"aStop"`
 		AText  string   `json:"aText"`
@@ -226,7 +227,7 @@ func TestSDKToolCallsAndPermission(t *testing.T) {
 			name = "withheld"
 		}
 		t.Run(name, func(t *testing.T) {
-			d := startDaemon(t, withACP(func(o *acpgw.Options) { o.WithholdToolPayloads = withhold }))
+			d := daemon.Start(t, daemon.ACP(func(o *acpgw.Options) { o.WithholdToolPayloads = withhold }))
 			var out struct {
 				ToolStop    string           `json:"toolStop"`
 				AskStop     string           `json:"askStop"`

@@ -13,71 +13,72 @@ import (
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/acpgw"
 	"github.com/surfaced/surfaced/internal/testkit"
+	"github.com/surfaced/surfaced/internal/testkit/daemon"
 	"github.com/surfaced/surfaced/store"
 )
 
-func twoAgents(t *testing.T) option {
-	return withAgents(
+func twoAgents(t *testing.T) daemon.Option {
+	return daemon.Agents(
 		surfaced.AgentSpec{Name: "max", Argv: testkit.FakeAgent(t)},
 		surfaced.AgentSpec{Name: "zoe", Argv: testkit.FakeAgent(t), Images: true},
 	)
 }
 
 func TestAgentSelection(t *testing.T) {
-	d := startDaemon(t, twoAgents(t))
-	cwd := tempDir(t)
+	d := daemon.Start(t, twoAgents(t))
+	cwd := daemon.TempDir(t)
 
 	// Several agents and no header: refused naming all of them.
-	none := d.client()
-	res := none.initialize()
+	none := d.ACPClient()
+	res := none.Initialize()
 	caps := res["result"].(map[string]any)["agentCapabilities"].(map[string]any)["promptCapabilities"].(map[string]any)
 	if caps["image"] != false {
 		t.Errorf("no agent chosen, but image %v", caps["image"])
 	}
-	r := none.call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}})
-	if code, msg, _ := rpcError(r); code != -32602 || !strings.Contains(msg, `"max"`) || !strings.Contains(msg, `"zoe"`) {
+	r := none.Call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}})
+	if code, msg, _ := daemon.RPCError(r); code != -32602 || !strings.Contains(msg, `"max"`) || !strings.Contains(msg, `"zoe"`) {
 		t.Errorf("no header: %v", r)
 	}
 
 	// An unknown name: refused naming it.
-	bad := d.client()
-	bad.agent = "nobody"
-	bad.initialize()
-	r = bad.call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}})
-	if code, msg, _ := rpcError(r); code != -32602 || !strings.Contains(msg, `"nobody"`) {
+	bad := d.ACPClient()
+	bad.Agent = "nobody"
+	bad.Initialize()
+	r = bad.Call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}})
+	if code, msg, _ := daemon.RPCError(r); code != -32602 || !strings.Contains(msg, `"nobody"`) {
 		t.Errorf("unknown agent: %v", r)
 	}
 
 	// The header picks the agent; its capabilities are advertised.
-	zoe := d.client()
-	zoe.agent = "zoe"
-	res = zoe.initialize()
+	zoe := d.ACPClient()
+	zoe.Agent = "zoe"
+	res = zoe.Initialize()
 	caps = res["result"].(map[string]any)["agentCapabilities"].(map[string]any)["promptCapabilities"].(map[string]any)
 	if caps["image"] != true {
 		t.Errorf("zoe takes images, but image %v", caps["image"])
 	}
-	zs := zoe.newSession(cwd)
-	rec, err := d.rt.Store().GetSession(context.Background(), zs)
+	zs := zoe.NewSession(cwd)
+	rec, err := d.Runtime.Store().GetSession(context.Background(), zs)
 	if err != nil || rec.Agent != "zoe" || rec.Owner != "local" || rec.Cwd != cwd {
 		t.Fatalf("stored session: %+v %v", rec, err)
 	}
 
 	// Another agent's session is "no such session" to a max connection.
-	max := d.client()
-	max.agent = "max"
-	max.initialize()
-	id := max.request("session/resume", map[string]any{"sessionId": zs, "cwd": cwd}, zs)
-	if code, msg, _ := rpcError(max.response(max.stream(zs), id)); code != -32002 || msg != "No such session." {
+	max := d.ACPClient()
+	max.Agent = "max"
+	max.Initialize()
+	id := max.Request("session/resume", map[string]any{"sessionId": zs, "cwd": cwd}, zs)
+	if code, msg, _ := daemon.RPCError(max.Response(max.Stream(zs), id)); code != -32002 || msg != "No such session." {
 		t.Errorf("another agent's session: %d %q", code, msg)
 	}
-	if l := max.call("session/list", map[string]any{}); len(l["result"].(map[string]any)["sessions"].([]any)) != 0 {
+	if l := max.Call("session/list", map[string]any{}); len(l["result"].(map[string]any)["sessions"].([]any)) != 0 {
 		t.Errorf("max lists zoe's session: %v", l)
 	}
 }
 
 func TestListCursorsScopedToCallerAndAgent(t *testing.T) {
-	d := startDaemon(t, twoAgents(t))
-	cwd := tempDir(t)
+	d := daemon.Start(t, twoAgents(t))
+	cwd := daemon.TempDir(t)
 	ctx := context.Background()
 	// 60 sessions of max, 3 of zoe, straight into the store.
 	now := time.Now()
@@ -86,15 +87,15 @@ func TestListCursorsScopedToCallerAndAgent(t *testing.T) {
 		if i >= 60 {
 			agent = "zoe"
 		}
-		err := d.rt.Store().CreateSession(ctx, store.Session{ID: fmt.Sprintf("s%02d-aaaaaaaaaaaaaaaaaaaa", i), Owner: "local", Agent: agent,
+		err := d.Runtime.Store().CreateSession(ctx, store.Session{ID: fmt.Sprintf("s%02d-aaaaaaaaaaaaaaaaaaaa", i), Owner: "local", Agent: agent,
 			Cwd: cwd, Status: "idle", Title: fmt.Sprintf("title %d", i), Created: now.Add(time.Duration(i) * time.Millisecond)})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	max := d.client()
-	max.agent = "max"
-	max.initialize()
+	max := d.ACPClient()
+	max.Agent = "max"
+	max.Initialize()
 	seen := map[string]bool{}
 	cursor := ""
 	pages := 0
@@ -103,7 +104,7 @@ func TestListCursorsScopedToCallerAndAgent(t *testing.T) {
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		r := max.call("session/list", params)
+		r := max.Call("session/list", params)
 		res := r["result"].(map[string]any)
 		for _, s := range res["sessions"].([]any) {
 			item := s.(map[string]any)
@@ -123,16 +124,16 @@ func TestListCursorsScopedToCallerAndAgent(t *testing.T) {
 		cursor = next
 		if pages == 1 {
 			// The cursor does not cross to another agent's listing.
-			zoe := d.client()
-			zoe.agent = "zoe"
-			zoe.initialize()
-			r := zoe.call("session/list", map[string]any{"cursor": cursor})
-			if code, _, data := rpcError(r); code != -32602 || data["field"] != "cursor" {
+			zoe := d.ACPClient()
+			zoe.Agent = "zoe"
+			zoe.Initialize()
+			r := zoe.Call("session/list", map[string]any{"cursor": cursor})
+			if code, _, data := daemon.RPCError(r); code != -32602 || data["field"] != "cursor" {
 				t.Errorf("max's cursor under zoe: %v", r)
 			}
 			// Nor to another cwd filter.
-			r = max.call("session/list", map[string]any{"cursor": cursor, "cwd": "/elsewhere"})
-			if code, _, _ := rpcError(r); code != -32602 {
+			r = max.Call("session/list", map[string]any{"cursor": cursor, "cwd": "/elsewhere"})
+			if code, _, _ := daemon.RPCError(r); code != -32602 {
 				t.Errorf("cursor under another cwd: %v", r)
 			}
 		}
@@ -143,9 +144,9 @@ func TestListCursorsScopedToCallerAndAgent(t *testing.T) {
 }
 
 func TestAgentInfoReplacedWhole(t *testing.T) {
-	d := startDaemon(t, withACP(func(o *acpgw.Options) { o.AgentInfo = acpgw.AgentInfo{Name: "acme", Version: "2.0.0"} }))
-	c := d.client()
-	res := c.initialize()
+	d := daemon.Start(t, daemon.ACP(func(o *acpgw.Options) { o.AgentInfo = acpgw.AgentInfo{Name: "acme", Version: "2.0.0"} }))
+	c := d.ACPClient()
+	res := c.Initialize()
 	info := res["result"].(map[string]any)["agentInfo"].(map[string]any)
 	if info["name"] != "acme" || info["version"] != "2.0.0" || info["title"] != nil {
 		t.Errorf("agentInfo %v", info)
@@ -153,36 +154,36 @@ func TestAgentInfoReplacedWhole(t *testing.T) {
 }
 
 func TestEventsOnTheBus(t *testing.T) {
-	d := startDaemon(t)
-	c := d.client()
-	c.initialize()
-	opened := d.events.wait(t, "opened", func(ev any) bool { _, ok := ev.(acpgw.ConnectionOpened); return ok }).(acpgw.ConnectionOpened)
-	if opened.ConnectionID != c.connID || opened.Subject != "local" || opened.ClientName != "raw-test" {
+	d := daemon.Start(t)
+	c := d.ACPClient()
+	c.Initialize()
+	opened := d.Events.Wait(t, "opened", func(ev any) bool { _, ok := ev.(acpgw.ConnectionOpened); return ok }).(acpgw.ConnectionOpened)
+	if opened.ConnectionID != c.ConnID || opened.Subject != "local" || opened.ClientName != "raw-test" {
 		t.Errorf("opened %+v", opened)
 	}
-	cwd := tempDir(t)
-	sid := c.newSession(cwd)
-	att := d.events.wait(t, "attached", func(ev any) bool { _, ok := ev.(acpgw.SessionAttached); return ok }).(acpgw.SessionAttached)
-	if att != (acpgw.SessionAttached{ConnectionID: c.connID, SessionID: sid, Agent: "fake", How: "new"}) {
+	cwd := daemon.TempDir(t)
+	sid := c.NewSession(cwd)
+	att := d.Events.Wait(t, "attached", func(ev any) bool { _, ok := ev.(acpgw.SessionAttached); return ok }).(acpgw.SessionAttached)
+	if att != (acpgw.SessionAttached{ConnectionID: c.ConnID, SessionID: sid, Agent: "fake", How: "new"}) {
 		t.Errorf("attached %+v", att)
 	}
-	c2 := d.client()
-	c2.initialize()
-	c2.stream(sid)
-	c2.response(c2.conn, c2.request("session/load", map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}}, sid))
-	d.events.wait(t, "attached by load", func(ev any) bool { a, ok := ev.(acpgw.SessionAttached); return ok && a.How == "load" })
-	c2.response(c2.stream(sid), c2.request("session/resume", map[string]any{"sessionId": sid, "cwd": cwd}, sid))
-	d.events.wait(t, "attached by resume", func(ev any) bool { a, ok := ev.(acpgw.SessionAttached); return ok && a.How == "resume" })
+	c2 := d.ACPClient()
+	c2.Initialize()
+	c2.Stream(sid)
+	c2.Response(c2.Conn, c2.Request("session/load", map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}}, sid))
+	d.Events.Wait(t, "attached by load", func(ev any) bool { a, ok := ev.(acpgw.SessionAttached); return ok && a.How == "load" })
+	c2.Response(c2.Stream(sid), c2.Request("session/resume", map[string]any{"sessionId": sid, "cwd": cwd}, sid))
+	d.Events.Wait(t, "attached by resume", func(ev any) bool { a, ok := ev.(acpgw.SessionAttached); return ok && a.How == "resume" })
 
-	if st, _, _ := d.send(t, "DELETE", nil, c.header("")); st != http.StatusAccepted {
+	if st, _, _ := d.SendACP(t, "DELETE", nil, c.Header("")); st != http.StatusAccepted {
 		t.Fatal(st)
 	}
-	closed := d.events.wait(t, "closed", func(ev any) bool { _, ok := ev.(acpgw.ConnectionClosed); return ok }).(acpgw.ConnectionClosed)
-	if closed != (acpgw.ConnectionClosed{ConnectionID: c.connID}) {
+	closed := d.Events.Wait(t, "closed", func(ev any) bool { _, ok := ev.(acpgw.ConnectionClosed); return ok }).(acpgw.ConnectionClosed)
+	if closed != (acpgw.ConnectionClosed{ConnectionID: c.ConnID}) {
 		t.Errorf("closed %+v (an orderly close has no fault)", closed)
 	}
 	// Counted in metrics.
-	mfs, err := d.rt.Registry().Gather()
+	mfs, err := d.Runtime.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,45 +199,45 @@ func TestEventsOnTheBus(t *testing.T) {
 }
 
 func TestCloseReleasesOnlyTheAttachment(t *testing.T) {
-	d := startDaemon(t)
-	c := d.client()
-	c.initialize()
-	cwd := tempDir(t)
-	sid := c.newSession(cwd)
-	id := c.prompt(sid, "before")
-	c.turn(sid, id)
-	r := c.response(c.stream(sid), c.request("session/close", map[string]any{"sessionId": sid}, sid))
+	d := daemon.Start(t)
+	c := d.ACPClient()
+	c.Initialize()
+	cwd := daemon.TempDir(t)
+	sid := c.NewSession(cwd)
+	id := c.Prompt(sid, "before")
+	c.Turn(sid, id)
+	r := c.Response(c.Stream(sid), c.Request("session/close", map[string]any{"sessionId": sid}, sid))
 	if r["result"] == nil {
 		t.Fatalf("close: %v", r)
 	}
 	// Closing again is fine; the session still exists and still lists.
-	if r := c.response(c.stream(sid), c.request("session/close", map[string]any{"sessionId": sid}, sid)); r["result"] == nil {
+	if r := c.Response(c.Stream(sid), c.Request("session/close", map[string]any{"sessionId": sid}, sid)); r["result"] == nil {
 		t.Fatalf("close again: %v", r)
 	}
-	if l := c.call("session/list", map[string]any{}); len(l["result"].(map[string]any)["sessions"].([]any)) != 1 {
+	if l := c.Call("session/list", map[string]any{}); len(l["result"].(map[string]any)["sessions"].([]any)) != 1 {
 		t.Errorf("list after close: %v", l)
 	}
 	// A prompt on it attaches again and carries on.
-	id = c.prompt(sid, "after")
-	if text, _, resp := c.turn(sid, id); text != "echo: after" || stopReason(resp) != "end_turn" {
+	id = c.Prompt(sid, "after")
+	if text, _, resp := c.Turn(sid, id); text != "echo: after" || daemon.StopReason(resp) != "end_turn" {
 		t.Errorf("%q %v", text, resp)
 	}
 }
 
 func TestLoadReplaysBeforeTheAnswer(t *testing.T) {
-	d := startDaemon(t)
-	c := d.client()
-	c.initialize()
-	cwd := tempDir(t)
-	sid := c.newSession(cwd)
-	id := c.prompt(sid, "tool")
-	c.turn(sid, id)
+	d := daemon.Start(t)
+	c := d.ACPClient()
+	c.Initialize()
+	cwd := daemon.TempDir(t)
+	sid := c.NewSession(cwd)
+	id := c.Prompt(sid, "tool")
+	c.Turn(sid, id)
 
-	c2 := d.client()
-	c2.initialize()
-	s := c2.stream(sid)
-	lid := c2.request("session/load", map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}}, sid)
-	c2.response(c2.conn, lid)
+	c2 := d.ACPClient()
+	c2.Initialize()
+	s := c2.Stream(sid)
+	lid := c2.Request("session/load", map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}}, sid)
+	c2.Response(c2.Conn, lid)
 	// Everything replayed had arrived when the answer did.
 	var kinds []string
 	for len(kinds) < 3 {
@@ -252,10 +253,10 @@ func TestLoadReplaysBeforeTheAnswer(t *testing.T) {
 		t.Errorf("replay: %s", got)
 	}
 	// Resume replays nothing.
-	c3 := d.client()
-	c3.initialize()
-	s3 := c3.stream(sid)
-	c3.response(s3, c3.request("session/resume", map[string]any{"sessionId": sid, "cwd": cwd}, sid))
+	c3 := d.ACPClient()
+	c3.Initialize()
+	s3 := c3.Stream(sid)
+	c3.Response(s3, c3.Request("session/resume", map[string]any{"sessionId": sid, "cwd": cwd}, sid))
 	time.Sleep(200 * time.Millisecond)
 	for _, ev := range s3.All() {
 		if ev.Data["method"] == "session/update" {
@@ -265,71 +266,71 @@ func TestLoadReplaysBeforeTheAnswer(t *testing.T) {
 }
 
 func TestDialogCancelledWithTheTurn(t *testing.T) {
-	d := startDaemon(t)
-	c := d.client()
-	c.initialize()
-	sid := c.newSession(tempDir(t))
-	s := c.stream(sid)
-	id := c.prompt(sid, "ask")
+	d := daemon.Start(t)
+	c := d.ACPClient()
+	c.Initialize()
+	sid := c.NewSession(daemon.TempDir(t))
+	s := c.Stream(sid)
+	id := c.Prompt(sid, "ask")
 	req := s.Wait(t, 10*time.Second, "the permission request", func(e testkit.Event) bool { return e.Data["method"] == "session/request_permission" })
-	c.notify("session/cancel", map[string]any{"sessionId": sid}, sid)
+	c.Notify("session/cancel", map[string]any{"sessionId": sid}, sid)
 	// The request is withdrawn on the connection stream...
-	c.conn.Wait(t, 10*time.Second, "$/cancel_request", func(e testkit.Event) bool {
+	c.Conn.Wait(t, 10*time.Second, "$/cancel_request", func(e testkit.Event) bool {
 		p, _ := e.Data["params"].(map[string]any)
 		return e.Data["method"] == "$/cancel_request" && p["requestId"] == req.Data["id"]
 	})
 	// ...and the prompt answers cancelled.
-	if r := c.response(s, id); stopReason(r) != "cancelled" {
+	if r := c.Response(s, id); daemon.StopReason(r) != "cancelled" {
 		t.Errorf("prompt: %v", r)
 	}
 	// A late answer to the withdrawn request is accepted and dropped.
-	body := mustJSON(map[string]any{"jsonrpc": "2.0", "id": req.Data["id"], "result": map[string]any{"outcome": map[string]any{"outcome": "cancelled"}}})
-	if st, b, _ := d.send(t, "POST", body, c.header(sid)); st != http.StatusAccepted {
+	body := daemon.MustJSON(map[string]any{"jsonrpc": "2.0", "id": req.Data["id"], "result": map[string]any{"outcome": map[string]any{"outcome": "cancelled"}}})
+	if st, b, _ := d.SendACP(t, "POST", body, c.Header(sid)); st != http.StatusAccepted {
 		t.Errorf("late answer: %d %s", st, b)
 	}
 }
 
 func TestPermissionAnswerNeedsItsSession(t *testing.T) {
-	d := startDaemon(t)
-	c := d.client()
-	c.initialize()
-	sid := c.newSession(tempDir(t))
-	s := c.stream(sid)
-	id := c.prompt(sid, "ask")
+	d := daemon.Start(t)
+	c := d.ACPClient()
+	c.Initialize()
+	sid := c.NewSession(daemon.TempDir(t))
+	s := c.Stream(sid)
+	id := c.Prompt(sid, "ask")
 	req := s.Wait(t, 10*time.Second, "the permission request", func(e testkit.Event) bool { return e.Data["method"] == "session/request_permission" })
-	answer := mustJSON(map[string]any{"jsonrpc": "2.0", "id": req.Data["id"], "result": map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": "reject"}}})
-	if st, b, _ := d.send(t, "POST", answer, c.header("")); st != http.StatusBadRequest || !strings.Contains(b, "Missing Acp-Session-Id") {
+	answer := daemon.MustJSON(map[string]any{"jsonrpc": "2.0", "id": req.Data["id"], "result": map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": "reject"}}})
+	if st, b, _ := d.SendACP(t, "POST", answer, c.Header("")); st != http.StatusBadRequest || !strings.Contains(b, "Missing Acp-Session-Id") {
 		t.Errorf("without the session header: %d %s", st, b)
 	}
-	if st, b, _ := d.send(t, "POST", answer, c.header("other")); st != http.StatusBadRequest || !strings.Contains(b, "Mismatched") {
+	if st, b, _ := d.SendACP(t, "POST", answer, c.Header("other")); st != http.StatusBadRequest || !strings.Contains(b, "Mismatched") {
 		t.Errorf("with another session: %d %s", st, b)
 	}
-	if st, b, _ := d.send(t, "POST", answer, c.header(sid)); st != http.StatusAccepted {
+	if st, b, _ := d.SendACP(t, "POST", answer, c.Header(sid)); st != http.StatusAccepted {
 		t.Fatalf("answer: %d %s", st, b)
 	}
-	text, _, resp := c.turn(sid, id)
-	if !strings.Contains(text, `"confirmed":false`) || stopReason(resp) != "end_turn" {
+	text, _, resp := c.Turn(sid, id)
+	if !strings.Contains(text, `"confirmed":false`) || daemon.StopReason(resp) != "end_turn" {
 		t.Errorf("%q %v", text, resp)
 	}
 }
 
 func TestQueuedPromptCancelledAtShutdown(t *testing.T) {
-	d := startDaemon(t)
-	c := d.client()
-	c.initialize()
-	sid := c.newSession(tempDir(t))
-	s, running := c.startSlowTurn(sid)
-	queued := c.prompt(sid, "queued")
+	d := daemon.Start(t)
+	c := d.ACPClient()
+	c.Initialize()
+	sid := c.NewSession(daemon.TempDir(t))
+	s, running := c.StartSlowTurn(sid)
+	queued := c.Prompt(sid, "queued")
 	time.Sleep(100 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d.gw.Shutdown(ctx)
-	if err := d.rt.Shutdown(ctx); err != nil {
+	d.Gateway.Shutdown(ctx)
+	if err := d.Runtime.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	go d.srv.Close(ctx)
+	go d.ACP.Close(ctx)
 	for _, id := range []int64{running, queued} {
-		if r := c.response(s, id); stopReason(r) != "cancelled" {
+		if r := c.Response(s, id); daemon.StopReason(r) != "cancelled" {
 			t.Errorf("prompt %d at shutdown: %v", id, r)
 		}
 	}
@@ -338,19 +339,19 @@ func TestQueuedPromptCancelledAtShutdown(t *testing.T) {
 // session/cancel interrupts the running turn only: the queued message is
 // still answered, by the next turn.
 func TestCancelSparesTheQueue(t *testing.T) {
-	d := startDaemon(t)
-	c := d.client()
-	c.initialize()
-	sid := c.newSession(tempDir(t))
-	s, running := c.startSlowTurn(sid)
-	queued := c.prompt(sid, "next")
+	d := daemon.Start(t)
+	c := d.ACPClient()
+	c.Initialize()
+	sid := c.NewSession(daemon.TempDir(t))
+	s, running := c.StartSlowTurn(sid)
+	queued := c.Prompt(sid, "next")
 	time.Sleep(50 * time.Millisecond)
-	c.notify("session/cancel", map[string]any{"sessionId": sid}, sid)
-	if r := c.response(s, running); stopReason(r) != "cancelled" {
+	c.Notify("session/cancel", map[string]any{"sessionId": sid}, sid)
+	if r := c.Response(s, running); daemon.StopReason(r) != "cancelled" {
 		t.Fatalf("running: %v", r)
 	}
-	text, _, r := c.turn(sid, queued)
-	if stopReason(r) != "end_turn" || text != "echo: next" {
+	text, _, r := c.Turn(sid, queued)
+	if daemon.StopReason(r) != "end_turn" || text != "echo: next" {
 		t.Errorf("queued: %q %v", text, r)
 	}
 }
@@ -358,13 +359,13 @@ func TestCancelSparesTheQueue(t *testing.T) {
 // A failed turn answers -32603 with the code only; the user reads why in the
 // conversation, once (the agent's error, as a browser shows it).
 func TestFailedTurnIsInternalError(t *testing.T) {
-	d := startDaemon(t)
-	c := d.client()
-	c.initialize()
-	sid := c.newSession(tempDir(t))
-	id := c.prompt(sid, "fail")
-	text, _, r := c.turn(sid, id)
-	code, msg, data := rpcError(r)
+	d := daemon.Start(t)
+	c := d.ACPClient()
+	c.Initialize()
+	sid := c.NewSession(daemon.TempDir(t))
+	id := c.Prompt(sid, "fail")
+	text, _, r := c.Turn(sid, id)
+	code, msg, data := daemon.RPCError(r)
 	if code != -32603 || msg != "Internal error" || data["code"] != "turn_failed" || strings.Contains(fmt.Sprint(r), "on purpose") {
 		t.Errorf("%v", r)
 	}
@@ -376,13 +377,13 @@ func TestFailedTurnIsInternalError(t *testing.T) {
 // A text dialog (input/editor) in the editor's own turn cannot be shown: it
 // is cancelled, the agent hears so, and the editor is told why.
 func TestTextDialogCancelledForEditor(t *testing.T) {
-	d := startDaemon(t)
-	c := d.client()
-	c.initialize()
-	sid := c.newSession(tempDir(t))
-	id := c.prompt(sid, "asktext")
-	text, _, r := c.turn(sid, id)
-	if stopReason(r) != "end_turn" {
+	d := daemon.Start(t)
+	c := d.ACPClient()
+	c.Initialize()
+	sid := c.NewSession(daemon.TempDir(t))
+	id := c.Prompt(sid, "asktext")
+	text, _, r := c.Turn(sid, id)
+	if daemon.StopReason(r) != "end_turn" {
 		t.Fatalf("prompt: %v", r)
 	}
 	if !strings.Contains(text, "cannot show") || !strings.Contains(text, `"cancelled":true`) {
@@ -398,16 +399,16 @@ func TestTextDialogCancelledForEditor(t *testing.T) {
 func TestUpdatesQueuedBeforeTheSessionLeftAreDelivered(t *testing.T) {
 	held := &testkit.HeldDispatcher{}
 	mb := testkit.NewCountingMailbox()
-	d := startDaemon(t, withLimits(surfaced.Limits{EndedLinger: 50 * time.Millisecond}),
-		withACP(func(o *acpgw.Options) {
+	d := daemon.Start(t, daemon.Limits(surfaced.Limits{EndedLinger: 50 * time.Millisecond}),
+		daemon.ACP(func(o *acpgw.Options) {
 			o.Props = func(kind, sessionID string) []actor.PropsOption {
 				return []actor.PropsOption{actor.WithDispatcher(held), actor.WithMailbox(mb.Producer())}
 			}
 		}))
-	c := d.client()
-	c.initialize()
-	sid := c.newSession(tempDir(t))
-	_, running := c.startSlowTurn(sid)
+	c := d.ACPClient()
+	c.Initialize()
+	sid := c.NewSession(daemon.TempDir(t))
+	_, running := c.StartSlowTurn(sid)
 
 	held.Hold()
 	deadline := time.Now().Add(10 * time.Second)
@@ -428,23 +429,23 @@ func TestUpdatesQueuedBeforeTheSessionLeftAreDelivered(t *testing.T) {
 	}
 	held.Release()
 
-	text, _, r := c.turn(sid, running)
+	text, _, r := c.Turn(sid, running)
 	if !strings.Contains(text, "chunk") {
 		t.Fatalf("the chunks queued before the session left were dropped (text %q, answer %v)", text, r)
 	}
-	if stopReason(r) != "cancelled" {
+	if daemon.StopReason(r) != "cancelled" {
 		t.Errorf("the running prompt: %v", r)
 	}
 }
 
 // The runtime's quotas bound session/new as they bound POST /api/sessions.
 func TestSessionQuota(t *testing.T) {
-	d := startDaemon(t, withQuotas(surfaced.Quotas{SessionsPerSubject: 1}))
-	c := d.client()
-	c.initialize()
-	c.newSession(tempDir(t))
-	res := c.call("session/new", map[string]any{"cwd": tempDir(t), "mcpServers": []any{}})
-	code, msg, data := rpcError(res)
+	d := daemon.Start(t, daemon.Quotas(surfaced.Quotas{SessionsPerSubject: 1}))
+	c := d.ACPClient()
+	c.Initialize()
+	c.NewSession(daemon.TempDir(t))
+	res := c.Call("session/new", map[string]any{"cwd": daemon.TempDir(t), "mcpServers": []any{}})
+	code, msg, data := daemon.RPCError(res)
 	if code != -32603 || data["code"] != "too_many_sessions" || !strings.Contains(msg, "Too many sessions: you already have 1 open") {
 		t.Fatalf("second session past the quota: %v", res)
 	}

@@ -1,8 +1,6 @@
 package gateway_test
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -14,42 +12,37 @@ import (
 	"github.com/surfaced/surfaced/gateway"
 	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/internal/testkit"
-	harness "github.com/surfaced/surfaced/internal/testkit/daemon"
+	"github.com/surfaced/surfaced/internal/testkit/daemon"
 )
-
-func sha256hex(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:])
-}
 
 // The main flow over real listeners: create, stream, prompt, command, state,
 // abort, delete.
 func TestSessionLifecycle(t *testing.T) {
-	d := start(t)
-	st, out := d.do("GET", "/api/agents", nil)
+	d := daemon.Start(t)
+	st, out := d.JSON("GET", "/api/agents", nil)
 	if st != 200 || len(out["agents"].([]any)) != 1 {
 		t.Fatalf("agents: %d %v", st, out)
 	}
-	id := d.create(nil)
-	s := d.sse(id, "")
+	id := d.Create(nil)
+	s := d.SSE(id, "")
 	s.Wait(t, 10*time.Second, "ready", testkit.IsStatus("ready"))
 	s.Wait(t, 5*time.Second, "initial snapshot", testkit.IsState("surface:demo", 1))
 
-	st, out = d.do("GET", "/api/sessions/"+id, nil)
+	st, out = d.JSON("GET", "/api/sessions/"+id, nil)
 	if st != 200 || out["status"] != "ready" || len(out["surfaces"].([]any)) != 1 {
 		t.Fatalf("summary: %d %v", st, out)
 	}
-	st, out = d.do("POST", "/api/sessions/"+id+"/surfaces/demo/increment", nil)
+	st, out = d.JSON("POST", "/api/sessions/"+id+"/surfaces/demo/increment", nil)
 	if st != 200 || out["ok"] != true || out["data"].(map[string]any)["count"] != 1.0 {
 		t.Fatalf("command: %d %v", st, out)
 	}
 	s.Wait(t, 5*time.Second, "rev 2", testkit.IsState("surface:demo", 2))
-	st, out = d.do("POST", "/api/sessions/"+id+"/surfaces/demo/fail", map[string]any{"args": map[string]any{}})
-	if st != 200 || out["ok"] != false || errCode(out) != "nope" {
+	st, out = d.JSON("POST", "/api/sessions/"+id+"/surfaces/demo/fail", map[string]any{"args": map[string]any{}})
+	if st != 200 || out["ok"] != false || daemon.ErrCode(out) != "nope" {
 		t.Fatalf("failing command answers 200 ok:false: %d %v", st, out)
 	}
 
-	st, out = d.do("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "hello there"})
+	st, out = d.JSON("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "hello there"})
 	if st != 202 || out["accepted"] != true || out["queued"] != false {
 		t.Fatalf("prompt: %d %v", st, out)
 	}
@@ -70,27 +63,27 @@ func TestSessionLifecycle(t *testing.T) {
 	if text.String() != "echo: hello there" {
 		t.Fatalf("reply %q", text.String())
 	}
-	st, out = d.do("GET", "/api/sessions/"+id+"/messages", nil)
+	st, out = d.JSON("GET", "/api/sessions/"+id+"/messages", nil)
 	msgs := out["messages"].([]any)
 	if st != 200 || len(msgs) != 2 || msgs[0].(map[string]any)["role"] != "user" || msgs[1].(map[string]any)["text"] != "echo: hello there" {
 		t.Fatalf("messages: %d %v", st, out)
 	}
 
-	st, out = d.do("POST", "/api/sessions/"+id+"/state", map[string]any{"key": "canvas.model", "value": "m1"})
+	st, out = d.JSON("POST", "/api/sessions/"+id+"/state", map[string]any{"key": "canvas.model", "value": "m1"})
 	if st != 200 || out["rev"] != 1.0 {
 		t.Fatalf("state: %d %v", st, out)
 	}
 	s.Wait(t, 5*time.Second, "pref", testkit.IsState("canvas.model", 1))
-	st, out = d.do("GET", "/api/sessions/"+id+"/state", nil)
+	st, out = d.JSON("GET", "/api/sessions/"+id+"/state", nil)
 	entries := out["entries"].(map[string]any)
 	if st != 200 || entries["canvas.model"].(map[string]any)["value"] != "m1" || entries["surface:demo"] == nil {
 		t.Fatalf("get state: %d %v", st, out)
 	}
 
 	// Abort a slow turn.
-	d.do("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "slow please"})
+	d.JSON("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "slow please"})
 	s.Wait(t, 5*time.Second, "deltas", testkit.IsChat("text-delta"))
-	st, out = d.do("POST", "/api/sessions/"+id+"/abort", nil)
+	st, out = d.JSON("POST", "/api/sessions/"+id+"/abort", nil)
 	if st != 200 || out["wasBusy"] != true {
 		t.Fatalf("abort: %d %v", st, out)
 	}
@@ -100,7 +93,7 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Fatalf("%s", fin.Raw)
 	}
 
-	st, _ = d.do("DELETE", "/api/sessions/"+id, nil)
+	st, _ = d.JSON("DELETE", "/api/sessions/"+id, nil)
 	if st != 200 {
 		t.Fatalf("delete: %d", st)
 	}
@@ -109,16 +102,16 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Fatalf("%s", end.Raw)
 	}
 	<-s.Done()
-	if st, out = d.do("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "x"}); st != 409 || errCode(out) != "session_ended" {
+	if st, out = d.JSON("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "x"}); st != 409 || daemon.ErrCode(out) != "session_ended" {
 		t.Fatalf("prompt after delete: %d %v", st, out)
 	}
-	if st, out = d.do("GET", "/api/sessions/"+id, nil); st != 200 || out["status"] != "ended" {
+	if st, out = d.JSON("GET", "/api/sessions/"+id, nil); st != 200 || out["status"] != "ended" {
 		t.Fatalf("ended summary: %d %v", st, out)
 	}
-	if _, status, _ := testkit.TryOpenSSE(d.url+"/api/sessions/"+id+"/events", d.auth()); status != 409 {
+	if _, status, _ := testkit.TryOpenSSE(d.URL+"/api/sessions/"+id+"/events", d.Auth()); status != 409 {
 		t.Fatalf("stream of an ended session: %d", status)
 	}
-	st, out = d.do("GET", "/api/sessions", nil)
+	st, out = d.JSON("GET", "/api/sessions", nil)
 	if st != 200 || len(out["sessions"].([]any)) != 1 || out["sessions"].([]any)[0].(map[string]any)["status"] != "ended" {
 		t.Fatalf("list: %d %v", st, out)
 	}
@@ -127,15 +120,15 @@ func TestSessionLifecycle(t *testing.T) {
 // A prompt POSTed while no stream is open loses nothing: the client resumes
 // from the last id it saw and gets the whole reply.
 func TestPromptBeforeStreamResumes(t *testing.T) {
-	d := start(t)
-	id := d.create(nil)
-	s := d.sse(id, "")
+	d := daemon.Start(t)
+	id := d.Create(nil)
+	s := d.SSE(id, "")
 	s.Wait(t, 10*time.Second, "ready", testkit.IsStatus("ready"))
 	last := s.LastID()
 	s.Close()
-	d.do("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "while away"})
+	d.JSON("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "while away"})
 	time.Sleep(300 * time.Millisecond)
-	s2 := d.sse(id, last)
+	s2 := d.SSE(id, last)
 	s2.Wait(t, 5*time.Second, "user message", testkit.IsChat("data-user-message"))
 	s2.Wait(t, 5*time.Second, "start", testkit.IsChat("start"))
 	s2.Wait(t, 5*time.Second, "text", testkit.IsChat("text-delta"))
@@ -148,13 +141,13 @@ func TestPromptBeforeStreamResumes(t *testing.T) {
 }
 
 func TestTwoClientsOneSession(t *testing.T) {
-	d := start(t)
-	id := d.create(nil)
-	a, b := d.sse(id, ""), d.sse(id, "")
+	d := daemon.Start(t)
+	id := d.Create(nil)
+	a, b := d.SSE(id, ""), d.SSE(id, "")
 	a.Wait(t, 10*time.Second, "ready", testkit.IsStatus("ready"))
 	b.Wait(t, 10*time.Second, "ready", testkit.IsStatus("ready"))
 	for i := 0; i < 5; i++ {
-		d.do("POST", "/api/sessions/"+id+"/surfaces/demo/increment", nil)
+		d.JSON("POST", "/api/sessions/"+id+"/surfaces/demo/increment", nil)
 	}
 	ea := a.Wait(t, 5*time.Second, "rev 6", testkit.IsState("surface:demo", 6))
 	eb := b.Wait(t, 5*time.Second, "rev 6", testkit.IsState("surface:demo", 6))
@@ -164,15 +157,15 @@ func TestTwoClientsOneSession(t *testing.T) {
 }
 
 func TestResync(t *testing.T) {
-	d := start(t, sessLimits(surfaced.Limits{ReplayFrames: 8}))
-	id := d.create(nil)
-	s := d.sse(id, "")
+	d := daemon.Start(t, daemon.Limits(surfaced.Limits{ReplayFrames: 8}))
+	id := d.Create(nil)
+	s := d.SSE(id, "")
 	first := s.Wait(t, 10*time.Second, "ready", testkit.IsStatus("ready"))
 	s.Close()
 	for i := 0; i < 20; i++ {
-		d.do("POST", "/api/sessions/"+id+"/surfaces/demo/increment", nil)
+		d.JSON("POST", "/api/sessions/"+id+"/surfaces/demo/increment", nil)
 	}
-	s2 := d.sse(id, first.ID)
+	s2 := d.SSE(id, first.ID)
 	r := s2.Wait(t, 5*time.Second, "resync", testkit.IsKind("resync"))
 	if r.Data["reason"] == "" {
 		t.Fatal(r.Raw)
@@ -180,7 +173,7 @@ func TestResync(t *testing.T) {
 	s2.Wait(t, 5*time.Second, "sticky state", testkit.IsState("surface:demo", 21))
 	// Garbage and foreign-epoch ids resync too.
 	for _, last := range []string{"garbage", "abc-1", "-5"} {
-		s3 := d.sse(id, last)
+		s3 := d.SSE(id, last)
 		s3.Wait(t, 5*time.Second, "resync", testkit.IsKind("resync"))
 		s3.Close()
 	}
@@ -190,30 +183,37 @@ func TestSlowConsumerIsCut(t *testing.T) {
 	// A long QueueAge keeps the stalled client's blocked write alive until the
 	// test reads, so it can see the end frame (a client stuck longer than
 	// QueueAge is simply disconnected).
-	d := start(t, gwLimits(gateway.Limits{QueueBytes: 1 << 20, QueueAge: time.Minute}))
-	id := d.create(nil)
-	fast := d.sse(id, "")
-	fast.Wait(t, 10*time.Second, "ready", testkit.IsStatus("ready"))
-	slow := testkit.DialStalledSSE(t, d.url, "/api/sessions/"+id+"/events", d.auth())
-	// The stalled client's socket buffers absorb a few MiB before its queue
-	// grows; 100 frames of 100 KiB overflow both. The fast client keeps up.
-	big := strings.Repeat("x", 100<<10)
-	for i := 0; i < 100; i++ {
-		st, out := d.do("POST", "/api/sessions/"+id+"/surfaces/demo/fill", map[string]any{"args": map[string]any{"text": big}})
-		if st != 200 {
-			t.Fatalf("echo: %d %v", st, out)
-		}
-	}
-	// The fast client got every snapshot; the slow one was cut with a reason.
-	fast.Wait(t, 10*time.Second, "last rev", testkit.IsState("surface:demo", 101))
+	d := daemon.Start(t, daemon.Gateway(gateway.Limits{QueueBytes: 1 << 20, QueueAge: time.Minute}))
+	slow := stalledBehindFastClient(t, d)
+	// The slow one was cut with a reason.
 	rest := slow.ReadAll(t, 30*time.Second)
 	if !strings.Contains(rest, "event: end\ndata: {\"reason\":\"slow_consumer\"}") {
 		t.Fatalf("slow client was not cut with end{slow_consumer}; tail: %q", tail(rest, 300))
 	}
-	st, out := d.do("GET", "/metrics", nil)
+	st, out := d.JSON("GET", "/metrics", nil)
 	if st != 200 || !strings.Contains(out["_raw"].(string), `surfaced_slow_consumer_cuts_total{kind="sse"} 1`) {
 		t.Fatalf("metrics: %s", tail(fmt.Sprint(out["_raw"]), 2000))
 	}
+}
+
+// stalledBehindFastClient opens a session with two clients, a fast one and
+// one that stalls, and sends 100 frames of 100 KiB: the stalled client's
+// socket buffers absorb a few MiB, then its queue grows. The fast client
+// gets every one.
+func stalledBehindFastClient(t *testing.T, d *daemon.Daemon) *testkit.Stalled {
+	t.Helper()
+	id := d.Create(nil)
+	fast := d.SSE(id, "")
+	fast.Wait(t, 10*time.Second, "ready", testkit.IsStatus("ready"))
+	slow := testkit.DialStalledSSE(t, d.URL, "/api/sessions/"+id+"/events", d.Auth())
+	big := strings.Repeat("x", 100<<10)
+	for i := 0; i < 100; i++ {
+		if st, out := d.JSON("POST", "/api/sessions/"+id+"/surfaces/demo/fill", map[string]any{"args": map[string]any{"text": big}}); st != 200 {
+			t.Fatalf("fill: %d %v", st, out)
+		}
+	}
+	fast.Wait(t, 10*time.Second, "last rev", testkit.IsState("surface:demo", 101))
+	return slow
 }
 
 func tail(s string, n int) string {
@@ -224,8 +224,8 @@ func tail(s string, n int) string {
 }
 
 func TestBadInput(t *testing.T) {
-	d := start(t)
-	id := d.create(nil)
+	d := daemon.Start(t)
+	id := d.Create(nil)
 	cases := []struct {
 		name, method, path string
 		body               any
@@ -263,8 +263,8 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st, out := d.do(tc.method, tc.path, tc.body, tc.hdr)
-			if st != tc.status || errCode(out) != tc.code {
+			st, out := d.JSON(tc.method, tc.path, tc.body, tc.hdr)
+			if st != tc.status || daemon.ErrCode(out) != tc.code {
 				t.Fatalf("want %d %s, got %d %v", tc.status, tc.code, st, out)
 			}
 			msg, _ := out["error"].(map[string]any)["message"].(string)
@@ -284,16 +284,16 @@ func TestBadInput(t *testing.T) {
 func TestAuthAndOwnership(t *testing.T) {
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.json")
-	writeTokens(t, tokens, map[string]string{"alice": "alice-secret-token", "bob": "bob-secret-token-1"})
-	d := start(t, guardCfg(func(c *guard.Config) { c.TokensFile = tokens }))
-	alice, bob := d.as("alice-secret-token"), d.as("bob-secret-token-1")
-	id := alice.create(nil)
+	daemon.WriteTokens(t, tokens, map[string]string{"alice": "alice-secret-token", "bob": "bob-secret-token-1"})
+	d := daemon.Start(t, daemon.Guard(func(c *guard.Config) { c.TokensFile = tokens }))
+	alice, bob := d.As("alice-secret-token"), d.As("bob-secret-token-1")
+	id := alice.Create(nil)
 
-	if st, out := d.as("wrong").do("GET", "/api/sessions", nil); st != 401 || errCode(out) != "unauthorized" {
+	if st, out := d.As("wrong").JSON("GET", "/api/sessions", nil); st != 401 || daemon.ErrCode(out) != "unauthorized" {
 		t.Fatalf("bad token: %d %v", st, out)
 	}
 	noAuth := http.Header{"Authorization": nil}
-	if st, _ := d.do("GET", "/api/sessions", nil, noAuth); st != 401 {
+	if st, _ := d.JSON("GET", "/api/sessions", nil, noAuth); st != 401 {
 		t.Fatalf("no token: %d", st)
 	}
 	// Someone else's session is a 404 everywhere, like a missing one.
@@ -316,21 +316,21 @@ func TestAuthAndOwnership(t *testing.T) {
 				body = map[string]any{"id": "x", "cancelled": true}
 			}
 		}
-		st, out := bob.do(p.m, p.path, body)
-		if st != 404 || errCode(out) != "not_found" {
+		st, out := bob.JSON(p.m, p.path, body)
+		if st != 404 || daemon.ErrCode(out) != "not_found" {
 			t.Errorf("bob %s %s: %d %v", p.m, p.path, st, out)
 		}
 	}
-	if _, status, _ := testkit.TryOpenSSE(d.url+"/api/sessions/"+id+"/events", bob.auth()); status != 404 {
+	if _, status, _ := testkit.TryOpenSSE(d.URL+"/api/sessions/"+id+"/events", bob.Auth()); status != 404 {
 		t.Errorf("bob's stream of alice's session: %d", status)
 	}
-	if st, out := bob.do("GET", "/api/sessions", nil); st != 200 || len(out["sessions"].([]any)) != 0 {
+	if st, out := bob.JSON("GET", "/api/sessions", nil); st != 200 || len(out["sessions"].([]any)) != 0 {
 		t.Errorf("bob lists alice's sessions: %v", out)
 	}
 	// Removing alice's token closes her live stream within a second.
-	s := alice.sse(id, "")
+	s := alice.SSE(id, "")
 	s.Wait(t, 10*time.Second, "ready", testkit.IsStatus("ready"))
-	writeTokens(t, tokens, map[string]string{"bob": "bob-secret-token-1"})
+	daemon.WriteTokens(t, tokens, map[string]string{"bob": "bob-secret-token-1"})
 	end := s.Wait(t, 2*time.Second, "revoked", testkit.IsKind("end"))
 	if end.Data["reason"] != "revoked" {
 		t.Fatalf("%s", end.Raw)
@@ -338,21 +338,21 @@ func TestAuthAndOwnership(t *testing.T) {
 }
 
 func TestHostAndOriginGates(t *testing.T) {
-	d := start(t)
-	id := d.create(nil)
+	d := daemon.Start(t)
+	id := d.Create(nil)
 	paths := []string{"/api/sessions", "/api/sessions/" + id + "/events", "/api/sessions/" + id + "/ws", "/", "/metrics", "/healthz"}
 	for _, p := range paths {
-		if st, out := d.do("GET", p, nil, http.Header{"Host": {"evil.example.com"}}); st != 403 || errCode(out) != "host_not_allowed" {
+		if st, out := d.JSON("GET", p, nil, http.Header{"Host": {"evil.example.com"}}); st != 403 || daemon.ErrCode(out) != "host_not_allowed" {
 			t.Errorf("Host gate on %s: %d %v", p, st, out)
 		}
-		if st, out := d.do("GET", p, nil, http.Header{"Origin": {"http://evil.example.com"}}); st != 403 || errCode(out) != "origin_not_allowed" {
+		if st, out := d.JSON("GET", p, nil, http.Header{"Origin": {"http://evil.example.com"}}); st != 403 || daemon.ErrCode(out) != "origin_not_allowed" {
 			t.Errorf("Origin gate on %s: %d %v", p, st, out)
 		}
 	}
-	if st, _ := d.do("GET", "/api/sessions", nil, http.Header{"Origin": {d.url}}); st != 200 {
+	if st, _ := d.JSON("GET", "/api/sessions", nil, http.Header{"Origin": {d.URL}}); st != 200 {
 		t.Errorf("own origin refused: %d", st)
 	}
-	if st, _ := d.do("GET", "/healthz", nil, http.Header{"Authorization": nil}); st != 200 {
+	if st, _ := d.JSON("GET", "/healthz", nil, http.Header{"Authorization": nil}); st != 200 {
 		t.Errorf("healthz: %d", st)
 	}
 }
@@ -360,22 +360,22 @@ func TestHostAndOriginGates(t *testing.T) {
 // Agent dialogs reach the browser as ui-request frames, stay sticky until
 // answered, and the answer reaches the agent.
 func TestAgentDialogs(t *testing.T) {
-	d := start(t)
-	id := d.create(nil)
-	s := d.sse(id, "")
+	d := daemon.Start(t)
+	id := d.Create(nil)
+	s := d.SSE(id, "")
 	s.Wait(t, 10*time.Second, "ready", testkit.IsStatus("ready"))
-	d.do("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "ask me"})
+	d.JSON("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "ask me"})
 	req := s.Wait(t, 5*time.Second, "dialog", testkit.IsKind("ui-request"))
 	if req.Data["method"] != "confirm" || req.Data["title"] != "Proceed?" {
 		t.Fatalf("%s", req.Raw)
 	}
 	uiID := req.Data["id"].(string)
 	// A client arriving now sees the open dialog in its sticky state.
-	late := d.sse(id, "")
+	late := d.SSE(id, "")
 	late.Wait(t, 5*time.Second, "sticky dialog", func(e testkit.Event) bool { return e.Kind == "ui-request" && e.Data["id"] == uiID })
 	late.Close()
 
-	if st, out := d.do("POST", "/api/sessions/"+id+"/ui-response", map[string]any{"id": uiID, "confirmed": true}); st != 200 {
+	if st, out := d.JSON("POST", "/api/sessions/"+id+"/ui-response", map[string]any{"id": uiID, "confirmed": true}); st != 200 {
 		t.Fatalf("ui-response: %d %v", st, out)
 	}
 	s.Wait(t, 5*time.Second, "resolved", func(e testkit.Event) bool { return e.Kind == "ui-request" && e.Data["resolved"] == true })
@@ -394,10 +394,10 @@ func TestAgentDialogs(t *testing.T) {
 	}
 	// Answered dialogs are gone: a second answer is a 409, and a new client
 	// does not see it.
-	if st, out := d.do("POST", "/api/sessions/"+id+"/ui-response", map[string]any{"id": uiID, "confirmed": true}); st != 409 {
+	if st, out := d.JSON("POST", "/api/sessions/"+id+"/ui-response", map[string]any{"id": uiID, "confirmed": true}); st != 409 {
 		t.Fatalf("second answer: %d %v", st, out)
 	}
-	again := d.sse(id, "")
+	again := d.SSE(id, "")
 	again.Wait(t, 5*time.Second, "sticky state", testkit.IsStatus("ready"))
 	time.Sleep(100 * time.Millisecond)
 	for _, e := range again.All() {
@@ -407,9 +407,9 @@ func TestAgentDialogs(t *testing.T) {
 	}
 
 	// Abort cancels a pending dialog: the agent hears cancelled.
-	d.do("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "ask again"})
+	d.JSON("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "ask again"})
 	req2 := s.Wait(t, 5*time.Second, "dialog 2", func(e testkit.Event) bool { return e.Kind == "ui-request" && e.Data["resolved"] == nil })
-	d.do("POST", "/api/sessions/"+id+"/abort", nil)
+	d.JSON("POST", "/api/sessions/"+id+"/abort", nil)
 	s.Wait(t, 5*time.Second, "resolved by abort", func(e testkit.Event) bool {
 		return e.Kind == "ui-request" && e.Data["id"] == req2.Data["id"] && e.Data["resolved"] == true
 	})
@@ -417,23 +417,23 @@ func TestAgentDialogs(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
-	d := start(t, sessLimits(surfaced.Limits{ReplayFrames: 8, RestartBackoff: 20 * time.Millisecond}))
-	id := d.create(nil)
-	s := d.sse(id, "")
+	d := daemon.Start(t, daemon.Limits(surfaced.Limits{ReplayFrames: 8, RestartBackoff: 20 * time.Millisecond}))
+	id := d.Create(nil)
+	s := d.SSE(id, "")
 	first := s.Wait(t, 10*time.Second, "ready", testkit.IsStatus("ready"))
-	d.do("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "badline"})
+	d.JSON("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "badline"})
 	s.Wait(t, 5*time.Second, "finish", testkit.IsChat("finish"))
-	d.do("POST", "/api/sessions/"+id+"/surfaces/demo/crash", nil)
+	d.JSON("POST", "/api/sessions/"+id+"/surfaces/demo/crash", nil)
 	s.Wait(t, 5*time.Second, "restarted", testkit.IsStatus("ready"))
 	last := s.LastID()
 	s.Close()
-	resumed := d.sse(id, last)
+	resumed := d.SSE(id, last)
 	for i := 0; i < 10; i++ {
-		d.do("POST", "/api/sessions/"+id+"/surfaces/demo/increment", nil)
+		d.JSON("POST", "/api/sessions/"+id+"/surfaces/demo/increment", nil)
 	}
 	resumed.Wait(t, 5*time.Second, "resumed frames", testkit.IsKind("state"))
-	d.sse(id, first.ID).Wait(t, 5*time.Second, "resync", testkit.IsKind("resync"))
-	st, out := d.do("GET", "/metrics", nil)
+	d.SSE(id, first.ID).Wait(t, 5*time.Second, "resync", testkit.IsKind("resync"))
+	st, out := d.JSON("GET", "/metrics", nil)
 	body := out["_raw"].(string)
 	if st != 200 {
 		t.Fatalf("metrics: %d", st)
@@ -466,22 +466,12 @@ func TestMetrics(t *testing.T) {
 // behind: the cut is counted at once, and the client, reading again, finds
 // end{slow_consumer} behind what was blocked.
 func TestSlowConsumerCutWhenTheWriteStalls(t *testing.T) {
-	d := start(t, gwLimits(gateway.Limits{QueueBytes: 64 << 20, QueueAge: 2 * time.Second}))
-	id := d.create(nil)
-	fast := d.sse(id, "")
-	fast.Wait(t, 10*time.Second, "ready", testkit.IsStatus("ready"))
-	slow := testkit.DialStalledSSE(t, d.url, "/api/sessions/"+id+"/events", d.auth())
-	// Enough to fill the stalled client's socket buffers, sent well inside
-	// the age bound; then nothing more.
-	big := strings.Repeat("x", 100<<10)
-	for i := 0; i < 100; i++ {
-		if st, out := d.do("POST", "/api/sessions/"+id+"/surfaces/demo/fill", map[string]any{"args": map[string]any{"text": big}}); st != 200 {
-			t.Fatalf("fill: %d %v", st, out)
-		}
-	}
-	fast.Wait(t, 10*time.Second, "last rev", testkit.IsState("surface:demo", 101))
-	harness.Eventually(t, 15*time.Second, "the cut counted", func() bool {
-		_, out := d.do("GET", "/metrics", nil)
+	d := daemon.Start(t, daemon.Gateway(gateway.Limits{QueueBytes: 64 << 20, QueueAge: 2 * time.Second}))
+	// The frames fill the stalled client's socket buffers well inside the
+	// age bound; then nothing more comes.
+	slow := stalledBehindFastClient(t, d)
+	daemon.Eventually(t, 15*time.Second, "the cut counted", func() bool {
+		_, out := d.JSON("GET", "/metrics", nil)
 		return strings.Contains(out["_raw"].(string), `surfaced_slow_consumer_cuts_total{kind="sse"} 1`)
 	})
 	rest := slow.ReadAll(t, 30*time.Second)

@@ -22,7 +22,9 @@ import (
 
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/actors/surface"
+	"github.com/surfaced/surfaced/gateway"
 	"github.com/surfaced/surfaced/internal/testkit"
+	"github.com/surfaced/surfaced/internal/testkit/daemon"
 )
 
 func percentiles(b *testing.B, samples []time.Duration) {
@@ -36,18 +38,17 @@ type benchCount struct {
 	N int `json:"n"`
 }
 
-func benchDomains() option {
+func benchDomains() daemon.Option {
 	d := surface.Define("counter", benchCount{}, map[string]surface.Command[benchCount]{
 		"add": func(ctx *surface.Ctx[benchCount], _ json.RawMessage) (any, error) {
 			ctx.SetState(func(c benchCount) benchCount { c.N++; return c })
 			return nil, nil
 		},
 	})
-	return func(o *dopt) {
-		o.cfg.Domains = append(o.cfg.Domains, surfaced.DomainBinding{Domain: d})
-		o.cfg.Logger = quiet()
-		o.cfg.Limits.CommandsPerSecond = 1 << 30
-	}
+	return daemon.Config(func(c *surfaced.Config) {
+		c.Domains = append(c.Domains, surfaced.DomainBinding{Domain: d})
+		c.Limits.CommandsPerSecond = 1 << 30
+	})
 }
 
 // sseLines reads an SSE stream line by line.
@@ -92,9 +93,9 @@ func BenchmarkCommandToSnapshot(b *testing.B) {
 		{"agent-hosted", "demo", "increment"},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			d := startTB(b, benchDomains())
-			id := d.createTB(b)
-			s := openLines(b, d.url+"/api/sessions/"+id+"/events", d.auth())
+			d := daemon.Start(b, benchDomains())
+			id := d.Create(nil)
+			s := openLines(b, d.URL+"/api/sessions/"+id+"/events", d.Auth())
 			defer s.close()
 			if _, err := s.until([]byte(`"status":"ready"`)); err != nil {
 				b.Fatal(err)
@@ -107,8 +108,8 @@ func BenchmarkCommandToSnapshot(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()
-				req, _ := http.NewRequest("POST", d.url+"/api/sessions/"+id+"/surfaces/"+tc.domain+"/"+tc.action, nil)
-				req.Header.Set("Authorization", "Bearer "+d.token)
+				req, _ := http.NewRequest("POST", d.URL+"/api/sessions/"+id+"/surfaces/"+tc.domain+"/"+tc.action, nil)
+				req.Header.Set("Authorization", "Bearer "+d.Token)
 				resp, err := client.Do(req)
 				if err != nil || resp.StatusCode != 200 {
 					b.Fatalf("command: %v %v", err, resp)
@@ -143,11 +144,11 @@ func BenchmarkFanout(b *testing.B) {
 	for _, n := range []int{1, 100, 1000} {
 		frames := max(200, min(20000, 400000/n))
 		b.Run(fmt.Sprintf("surfaced/clients=%d", n), func(b *testing.B) {
-			d := startTB(b, benchDomains(), gwLimits(fanoutLimits()))
-			id := d.createTB(b)
+			d := daemon.Start(b, benchDomains(), daemon.Gateway(fanoutLimits()))
+			id := d.Create(nil)
 			clients := make([]*sseLines, n)
 			for i := range clients {
-				clients[i] = openLines(b, d.url+"/api/sessions/"+id+"/events", d.auth())
+				clients[i] = openLines(b, d.URL+"/api/sessions/"+id+"/events", d.Auth())
 				if _, err := clients[i].until([]byte(`"status":"ready"`)); err != nil {
 					b.Fatal(err)
 				}
@@ -175,7 +176,7 @@ func BenchmarkFanout(b *testing.B) {
 						mu.Unlock()
 					}(c)
 				}
-				if st, out := d.doTB(b, "POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": fmt.Sprintf("burst %d", frames)}); st != 202 {
+				if st, out := d.JSON("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": fmt.Sprintf("burst %d", frames)}); st != 202 {
 					b.Fatalf("prompt: %d %v", st, out)
 				}
 				wg.Wait()
@@ -223,8 +224,8 @@ func BenchmarkFanout(b *testing.B) {
 	}
 }
 
-func fanoutLimits() gatewayLimits {
-	return gatewayLimits{QueueBytes: 64 << 20, QueueAge: time.Minute}
+func fanoutLimits() gateway.Limits {
+	return gateway.Limits{QueueBytes: 64 << 20, QueueAge: time.Minute}
 }
 
 // plainSSE is the baseline: a well-built plain net/http SSE server.
@@ -326,9 +327,9 @@ func BenchmarkIdleSSEMemory(b *testing.B) {
 	}
 	b.Run("surfaced", func(b *testing.B) {
 		for range b.N {
-			d := startTB(b, benchDomains())
-			id := d.createTB(b)
-			measure(b, d.url+"/api/sessions/"+id+"/events", d.auth())
+			d := daemon.Start(b, benchDomains())
+			id := d.Create(nil)
+			measure(b, d.URL+"/api/sessions/"+id+"/events", d.Auth())
 		}
 	})
 	b.Run("plain", func(b *testing.B) {
@@ -398,21 +399,21 @@ func BenchmarkLiveSessions(b *testing.B) {
 	const n = 500
 	bin := testkit.Build(b, "./examples/surface-demo-agent")
 	for range b.N {
-		d := startTB(b, agents(surfaced.AgentSpec{Name: "demo", Argv: []string{bin}}), benchDomains(),
-			quotas(surfaced.Quotas{SessionsTotal: n + 10, SessionsPerSubject: n + 10}))
+		d := daemon.Start(b, daemon.Agents(surfaced.AgentSpec{Name: "demo", Argv: []string{bin}}), benchDomains(),
+			daemon.Quotas(surfaced.Quotas{SessionsTotal: n + 10, SessionsPerSubject: n + 10}))
 		var before runtimeMem
 		before.read()
 		t0 := time.Now()
 		ids := make([]string, n)
 		for i := range ids {
-			ids[i] = d.createTB(b)
+			ids[i] = d.Create(nil)
 		}
 		created := time.Since(t0)
 		var samples []time.Duration
 		for _, id := range ids {
 			t1 := time.Now()
 			for {
-				st, out := d.doTB(b, "POST", "/api/sessions/"+id+"/surfaces/demo/increment", nil)
+				st, out := d.JSON("POST", "/api/sessions/"+id+"/surfaces/demo/increment", nil)
 				if st == 200 && out["ok"] == true {
 					break
 				}
@@ -430,7 +431,7 @@ func BenchmarkLiveSessions(b *testing.B) {
 		b.ReportMetric(float64(after.rss-before.rss)/n/1024, "daemon-RSS-KiB/session")
 		percentiles(b, samples)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		_ = d.rt.Shutdown(ctx)
+		_ = d.Runtime.Shutdown(ctx)
 		cancel()
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/internal/testkit"
+	"github.com/surfaced/surfaced/internal/testkit/daemon"
 )
 
 // waitText waits until the element's text equals want.
@@ -43,9 +44,9 @@ func tid(id string) string { return `[data-testid="` + id + `"]` }
 // counter.
 func TestBrowserMainJob(t *testing.T) {
 	ctx := testkit.Browser(t)
-	d := start(t, agents(surfaced.AgentSpec{Name: "demo", Title: "Surface demo",
+	d := daemon.Start(t, daemon.Agents(surfaced.AgentSpec{Name: "demo", Title: "Surface demo",
 		Argv: []string{testkit.Build(t, "./examples/surface-demo-agent")}}))
-	if err := chromedp.Do(ctx, chromedp.Navigate(d.url+"/?token="+d.token)); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.URL+"/?token="+d.Token)); err != nil {
 		t.Fatal(err)
 	}
 	waitText(t, ctx, tid("surface-demo-count"), "count: 0")
@@ -92,9 +93,9 @@ func TestBrowserMainJob(t *testing.T) {
 // without an error, and the chat still works.
 func TestBrowserDegradedPanel(t *testing.T) {
 	ctx := testkit.Browser(t)
-	d := start(t, agents(surfaced.AgentSpec{Name: "hello", Title: "Hello",
+	d := daemon.Start(t, daemon.Agents(surfaced.AgentSpec{Name: "hello", Title: "Hello",
 		Argv: []string{testkit.Build(t, "./examples/hello-agent")}}))
-	if err := chromedp.Do(ctx, chromedp.Navigate(d.url+"/?token="+d.token)); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.URL+"/?token="+d.Token)); err != nil {
 		t.Fatal(err)
 	}
 	waitText(t, ctx, tid("surface-demo-degraded"), "demo surface unavailable (read-only)")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/surfaced/surfaced/internal/testkit"
+	"github.com/surfaced/surfaced/internal/testkit/daemon"
 )
 
 // A self-checking resume storm: many clients reconnect at random points with
@@ -21,9 +22,9 @@ func TestResumeStorm(t *testing.T) {
 	if testing.Short() {
 		t.Skip("storm skipped in -short")
 	}
-	d := start(t)
-	id := d.create(nil)
-	first := d.sse(id, "")
+	d := daemon.Start(t)
+	id := d.Create(nil)
+	first := d.SSE(id, "")
 	first.Wait(t, 10*time.Second, "ready", testkit.IsStatus("ready"))
 	first.Close()
 
@@ -46,11 +47,11 @@ func TestResumeStorm(t *testing.T) {
 				}
 				switch {
 				case w == 2 && i%20 == 0:
-					d.do("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "storm " + strconv.Itoa(i)})
+					d.JSON("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "storm " + strconv.Itoa(i)})
 				case w == 1:
-					d.do("POST", "/api/sessions/"+id+"/state", map[string]any{"key": "storm.k" + strconv.Itoa(i%3), "value": i})
+					d.JSON("POST", "/api/sessions/"+id+"/state", map[string]any{"key": "storm.k" + strconv.Itoa(i%3), "value": i})
 				default:
-					d.do("POST", "/api/sessions/"+id+"/surfaces/demo/increment", nil)
+					d.JSON("POST", "/api/sessions/"+id+"/surfaces/demo/increment", nil)
 				}
 				commands.Add(1)
 			}
@@ -108,12 +109,12 @@ func TestResumeStorm(t *testing.T) {
 			}
 			deadline := time.Now().Add(load + 5*time.Second)
 			for time.Now().Before(deadline) {
-				h := d.auth()
+				h := d.Auth()
 				fresh := last == ""
 				if !fresh {
 					h.Set("Last-Event-ID", last)
 				}
-				s, status, body := testkit.TryOpenSSE(d.url+"/api/sessions/"+id+"/events", h)
+				s, status, body := testkit.TryOpenSSE(d.URL+"/api/sessions/"+id+"/events", h)
 				if status != 200 {
 					res.err = fmt.Errorf("reconnect: %d %s", status, body)
 					break

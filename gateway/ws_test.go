@@ -10,99 +10,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/surfaced/surfaced/gateway"
+	"github.com/surfaced/surfaced/internal/testkit/daemon"
 )
-
-type wsClient struct {
-	t    testing.TB
-	conn *websocket.Conn
-	msgs chan map[string]any
-}
-
-func (d *daemon) ws(id, last string) *wsClient {
-	d.t.Helper()
-	u := strings.Replace(d.url, "http://", "ws://", 1) + "/api/sessions/" + id + "/ws"
-	if last != "" {
-		u += "?lastEventId=" + last
-	}
-	conn, resp, err := websocket.DefaultDialer.Dial(u, d.auth())
-	if err != nil {
-		d.t.Fatalf("dial %s: %v (%v)", u, err, resp)
-	}
-	c := &wsClient{t: d.t, conn: conn, msgs: make(chan map[string]any, 10000)}
-	go func() {
-		defer close(c.msgs)
-		for {
-			_, data, err := conn.ReadMessage()
-			if err != nil {
-				return
-			}
-			var m map[string]any
-			if json.Unmarshal(data, &m) != nil {
-				m = map[string]any{"_raw": string(data)}
-			}
-			c.msgs <- m
-		}
-	}()
-	d.t.Cleanup(func() { conn.Close() })
-	return c
-}
-
-func (c *wsClient) send(v any) {
-	c.t.Helper()
-	var err error
-	if s, ok := v.(string); ok {
-		err = c.conn.WriteMessage(websocket.TextMessage, []byte(s))
-	} else {
-		err = c.conn.WriteJSON(v)
-	}
-	if err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-func (c *wsClient) wait(what string, pred func(map[string]any) bool) map[string]any {
-	c.t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case m, ok := <-c.msgs:
-			if !ok {
-				c.t.Fatalf("connection closed waiting for %s", what)
-			}
-			if pred(m) {
-				return m
-			}
-		case <-deadline:
-			c.t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
-// waitAll waits until every predicate matched one message, in any order.
-func (c *wsClient) waitAll(preds ...func(map[string]any) bool) []map[string]any {
-	c.t.Helper()
-	out := make([]map[string]any, len(preds))
-	left := len(preds)
-	deadline := time.After(10 * time.Second)
-	for left > 0 {
-		select {
-		case m, ok := <-c.msgs:
-			if !ok {
-				c.t.Fatal("connection closed")
-			}
-			for i, p := range preds {
-				if out[i] == nil && p(m) {
-					out[i] = m
-					left--
-					break
-				}
-			}
-		case <-deadline:
-			c.t.Fatalf("timed out; matched %v", out)
-		}
-	}
-	return out
-}
 
 func reply(id string) func(map[string]any) bool {
 	return func(m map[string]any) bool {
@@ -121,42 +30,42 @@ func event(kind string, f func(map[string]any) bool) func(map[string]any) bool {
 }
 
 func TestWebSocket(t *testing.T) {
-	d := start(t)
-	id := d.create(nil)
-	c := d.ws(id, "")
-	c.wait("ready", event("session", func(d map[string]any) bool { return d["status"] == "ready" }))
+	d := daemon.Start(t)
+	id := d.Create(nil)
+	c := d.WS(id, "")
+	c.Wait("ready", event("session", func(d map[string]any) bool { return d["status"] == "ready" }))
 
-	c.send(map[string]any{"id": "c1", "type": "command", "domain": "demo", "action": "increment"})
+	c.Send(map[string]any{"id": "c1", "type": "command", "domain": "demo", "action": "increment"})
 	// The reply and the state frame may come in either order.
-	got := c.waitAll(reply("c1"), event("state", func(d map[string]any) bool { return d["key"] == "surface:demo" && d["rev"] == 2.0 }))
+	got := c.WaitAll(reply("c1"), event("state", func(d map[string]any) bool { return d["key"] == "surface:demo" && d["rev"] == 2.0 }))
 	r := replyData(got[0])
 	if r["ok"] != true || r["result"].(map[string]any)["data"].(map[string]any)["count"] != 1.0 {
 		t.Fatalf("command reply: %v", r)
 	}
 	last := got[1]["id"].(string)
 
-	c.send(map[string]any{"id": "c2", "type": "command", "domain": "demo", "action": "fail"})
-	if r := replyData(c.wait("reply c2", reply("c2"))); r["ok"] != false || r["result"].(map[string]any)["error"].(map[string]any)["code"] != "nope" {
+	c.Send(map[string]any{"id": "c2", "type": "command", "domain": "demo", "action": "fail"})
+	if r := replyData(c.Wait("reply c2", reply("c2"))); r["ok"] != false || r["result"].(map[string]any)["error"].(map[string]any)["code"] != "nope" {
 		t.Fatalf("failed command reply: %v", r)
 	}
-	c.send(map[string]any{"id": "p1", "type": "prompt", "message": "hi ws"})
+	c.Send(map[string]any{"id": "p1", "type": "prompt", "message": "hi ws"})
 	// The turn may finish before the reply is written: either order.
-	pr := c.waitAll(reply("p1"), event("chat", func(d map[string]any) bool { return d["type"] == "finish" }))
+	pr := c.WaitAll(reply("p1"), event("chat", func(d map[string]any) bool { return d["type"] == "finish" }))
 	if r := replyData(pr[0]); r["ok"] != true || r["accepted"] != true {
 		t.Fatalf("prompt reply: %v", r)
 	}
-	c.send(map[string]any{"id": "s1", "type": "state", "key": "ui.theme", "value": "dark"})
-	if r := replyData(c.wait("reply s1", reply("s1"))); r["ok"] != true || r["rev"] != 1.0 {
+	c.Send(map[string]any{"id": "s1", "type": "state", "key": "ui.theme", "value": "dark"})
+	if r := replyData(c.Wait("reply s1", reply("s1"))); r["ok"] != true || r["rev"] != 1.0 {
 		t.Fatalf("state reply: %v", r)
 	}
-	c.send(map[string]any{"id": "s2", "type": "state", "key": "surface:demo", "value": 1})
-	if r := replyData(c.wait("reply s2", reply("s2"))); r["ok"] != false || r["status"] != 403.0 {
+	c.Send(map[string]any{"id": "s2", "type": "state", "key": "surface:demo", "value": 1})
+	if r := replyData(c.Wait("reply s2", reply("s2"))); r["ok"] != false || r["status"] != 403.0 {
 		t.Fatalf("surface write over ws: %v", r)
 	}
-	c.send(map[string]any{"id": "a1", "type": "abort"})
-	c.wait("reply a1", reply("a1"))
-	c.send(map[string]any{"id": "u1", "type": "ui-response", "uiId": "nope", "confirmed": true})
-	if r := replyData(c.wait("reply u1", reply("u1"))); r["status"] != 409.0 {
+	c.Send(map[string]any{"id": "a1", "type": "abort"})
+	c.Wait("reply a1", reply("a1"))
+	c.Send(map[string]any{"id": "u1", "type": "ui-response", "uiId": "nope", "confirmed": true})
+	if r := replyData(c.Wait("reply u1", reply("u1"))); r["status"] != 409.0 {
 		t.Fatalf("unknown dialog: %v", r)
 	}
 
@@ -179,8 +88,8 @@ func TestWebSocket(t *testing.T) {
 		{map[string]any{"id": "b7", "type": "command", "domain": "demo", "action": "x", "bogus": 1}, nil, "unknown_field", "bogus"},
 	}
 	for _, b := range bad {
-		c.send(b.send)
-		m := c.wait("error reply", func(m map[string]any) bool {
+		c.Send(b.send)
+		m := c.Wait("error reply", func(m map[string]any) bool {
 			d, _ := m["data"].(map[string]any)
 			return m["event"] == "reply" && d["ok"] == false && d["id"] == b.id
 		})
@@ -195,10 +104,10 @@ func TestWebSocket(t *testing.T) {
 			}
 		}
 	}
-	if err := c.conn.WriteMessage(websocket.BinaryMessage, []byte{1, 2, 3}); err != nil {
+	if err := c.Conn.WriteMessage(websocket.BinaryMessage, []byte{1, 2, 3}); err != nil {
 		t.Fatal(err)
 	}
-	m0 := c.wait("binary refused", func(m map[string]any) bool {
+	m0 := c.Wait("binary refused", func(m map[string]any) bool {
 		d, _ := m["data"].(map[string]any)
 		return m["event"] == "reply" && d["id"] == nil
 	})
@@ -207,8 +116,8 @@ func TestWebSocket(t *testing.T) {
 	}
 
 	// Resume with ?lastEventId=: exactly the frames after it.
-	c2 := d.ws(id, last)
-	m := c2.wait("first replayed frame", func(m map[string]any) bool { return m["event"] != "reply" })
+	c2 := d.WS(id, last)
+	m := c2.Wait("first replayed frame", func(m map[string]any) bool { return m["event"] != "reply" })
 	if m["event"] == "session" && m["data"].(map[string]any)["status"] == "starting" {
 		t.Fatalf("resumed WS got sticky state: %v", m)
 	}
@@ -220,10 +129,10 @@ func TestWebSocket(t *testing.T) {
 }
 
 func TestWebSocketMissedPongsClose(t *testing.T) {
-	d := start(t, gwLimits(gateway.Limits{WSPing: 100 * time.Millisecond}))
-	id := d.create(nil)
-	u := strings.Replace(d.url, "http://", "ws://", 1) + "/api/sessions/" + id + "/ws"
-	conn, _, err := websocket.DefaultDialer.Dial(u, d.auth())
+	d := daemon.Start(t, daemon.Gateway(gateway.Limits{WSPing: 100 * time.Millisecond}))
+	id := d.Create(nil)
+	u := strings.Replace(d.URL, "http://", "ws://", 1) + "/api/sessions/" + id + "/ws"
+	conn, _, err := websocket.DefaultDialer.Dial(u, d.Auth())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,9 +150,9 @@ func TestWebSocketMissedPongsClose(t *testing.T) {
 }
 
 func TestWebSocketNeedsUpgrade(t *testing.T) {
-	d := start(t)
-	id := d.create(nil)
-	if st, out := d.do("GET", "/api/sessions/"+id+"/ws", nil); st != http.StatusBadRequest || errCode(out) != "not_websocket" {
+	d := daemon.Start(t)
+	id := d.Create(nil)
+	if st, out := d.JSON("GET", "/api/sessions/"+id+"/ws", nil); st != http.StatusBadRequest || daemon.ErrCode(out) != "not_websocket" {
 		t.Fatalf("%d %v", st, out)
 	}
 }
@@ -252,17 +161,17 @@ func TestWebSocketNeedsUpgrade(t *testing.T) {
 // HTTP: ok:false with the command's result, and no error or status of the
 // reply's own (those say the request itself failed).
 func TestWebSocketFailedCommandIsItsResult(t *testing.T) {
-	d := start(t)
-	id := d.create(nil)
-	c := d.ws(id, "")
-	c.wait("ready", event("session", func(d map[string]any) bool { return d["status"] == "ready" }))
+	d := daemon.Start(t)
+	id := d.Create(nil)
+	c := d.WS(id, "")
+	c.Wait("ready", event("session", func(d map[string]any) bool { return d["status"] == "ready" }))
 
-	st, httpRes := d.do("POST", "/api/sessions/"+id+"/surfaces/demo/fail", map[string]any{})
+	st, httpRes := d.JSON("POST", "/api/sessions/"+id+"/surfaces/demo/fail", map[string]any{})
 	if st != http.StatusOK || httpRes["ok"] != false {
 		t.Fatalf("over HTTP: %d %v", st, httpRes)
 	}
-	c.send(map[string]any{"id": "f1", "type": "command", "domain": "demo", "action": "fail"})
-	r := replyData(c.wait("reply f1", reply("f1")))
+	c.Send(map[string]any{"id": "f1", "type": "command", "domain": "demo", "action": "fail"})
+	r := replyData(c.Wait("reply f1", reply("f1")))
 	if r["ok"] != false {
 		t.Fatalf("reply: %v", r)
 	}

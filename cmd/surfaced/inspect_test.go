@@ -18,9 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/actors/inspect"
-	"github.com/surfaced/surfaced/gateway/debug/debugtest"
 	"github.com/surfaced/surfaced/internal/testkit"
+	"github.com/surfaced/surfaced/internal/testkit/daemon"
 )
 
 // inspectRun runs the built binary once and returns stdout, stderr and the
@@ -55,7 +56,7 @@ func slowDepth(t *testing.T, frame string) int {
 			header = f
 			continue
 		}
-		if header == nil || len(f) < 4 || f[0] != "surface" || f[2] != debugtest.SlowDomain {
+		if header == nil || len(f) < 4 || f[0] != "surface" || f[2] != daemon.SlowDomainName {
 			continue
 		}
 		if header[3] != "DEPTH" {
@@ -73,10 +74,10 @@ func slowDepth(t *testing.T, frame string) int {
 // The main job, from the terminal: a flooded slow domain shows its depth
 // rising in `surfaced inspect`.
 func TestInspectShowsAFloodedDomain(t *testing.T) {
-	d := debugtest.Start(t, debugtest.Options{Dev: true, SlowDelay: 50 * time.Millisecond})
-	id := d.Create()
-	debugtest.Eventually(t, 10*time.Second, "the slow domain", func() bool {
-		return debugtest.Find(d.Actors("?session="+id), "surface", debugtest.SlowDomain) != nil
+	d := daemon.Start(t, daemon.Dev(), daemon.SlowDomain(50*time.Millisecond), endedLinger)
+	id := d.Create(nil)
+	daemon.Eventually(t, 10*time.Second, "the slow domain", func() bool {
+		return daemon.Find(d.Actors("?session="+id), "surface", daemon.SlowDomainName) != nil
 	})
 	out, errOut, code := inspectRun(t, nil, "inspect", "--url", d.URL, "--token", d.Token, "--session", id)
 	if code != 0 || slowDepth(t, out) != 0 || !strings.Contains(out, "node test-node") || !strings.Contains(out, "agentproc") {
@@ -84,7 +85,7 @@ func TestInspectShowsAFloodedDomain(t *testing.T) {
 	}
 	wait := d.Flood(id, 60)
 	deepest, sawCommand := 0, false
-	debugtest.Eventually(t, 15*time.Second, "depth ≥ 5 and a running command in surfaced inspect", func() bool {
+	daemon.Eventually(t, 15*time.Second, "depth ≥ 5 and a running command in surfaced inspect", func() bool {
 		out, errOut, code := inspectRun(t, []string{"SURFACED_TOKEN=" + d.Token}, "inspect", "--url", d.URL, "--sort", "depth", "--session", id)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
@@ -121,10 +122,10 @@ func TestInspectShowsAFloodedDomain(t *testing.T) {
 // --watch refreshes: the queue rises and drains, and the rows go when the
 // session ends; an interrupt ends it with status 0.
 func TestInspectWatch(t *testing.T) {
-	d := debugtest.Start(t, debugtest.Options{Dev: true, SlowDelay: 50 * time.Millisecond})
-	id := d.Create()
-	debugtest.Eventually(t, 10*time.Second, "the slow domain", func() bool {
-		return debugtest.Find(d.Actors("?session="+id), "surface", debugtest.SlowDomain) != nil
+	d := daemon.Start(t, daemon.Dev(), daemon.SlowDomain(50*time.Millisecond), endedLinger)
+	id := d.Create(nil)
+	daemon.Eventually(t, 10*time.Second, "the slow domain", func() bool {
+		return daemon.Find(d.Actors("?session="+id), "surface", daemon.SlowDomainName) != nil
 	})
 	bin := testkit.Build(t, "./cmd/surfaced")
 	cmd := exec.Command(bin, "inspect", "--url", d.URL, "--watch", "--interval", "200ms", "--session", id)
@@ -195,8 +196,8 @@ func TestInspectWatch(t *testing.T) {
 }
 
 func TestInspectRefusals(t *testing.T) {
-	plain := debugtest.Start(t, debugtest.Options{})
-	devd := debugtest.Start(t, debugtest.Options{Dev: true})
+	plain := daemon.Start(t, daemon.SlowDomain(20*time.Millisecond), endedLinger)
+	devd := daemon.Start(t, daemon.Dev(), daemon.SlowDomain(20*time.Millisecond), endedLinger)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +293,7 @@ func TestRunDevServesTheInspector(t *testing.T) {
 	events := testkit.OpenSSE(t, base+"/api/sessions/"+id+"/events", http.Header{"Authorization": {"Bearer " + token}})
 	events.Wait(t, 10*time.Second, "ready", testkit.IsStatus("ready"))
 	kinds := map[string]bool{}
-	debugtest.Eventually(t, 10*time.Second, "session, surface, agentproc and sse actors", func() bool {
+	daemon.Eventually(t, 10*time.Second, "session, surface, agentproc and sse actors", func() bool {
 		_, raw := do("GET", base+"/debug/actors?session="+id)
 		var rep inspect.Report
 		_ = json.Unmarshal(raw, &rep)
@@ -373,3 +374,6 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// endedLinger lets an ended session's actor go soon.
+var endedLinger = daemon.Limits(surfaced.Limits{EndedLinger: 200 * time.Millisecond})

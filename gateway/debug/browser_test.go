@@ -10,7 +10,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/surfaced/surfaced/gateway/debug/debugtest"
 	"github.com/surfaced/surfaced/internal/testkit"
 )
 
@@ -40,8 +39,8 @@ func evalUntil[T any](t *testing.T, ctx context.Context, what, expr string, chec
 // empty table once the session has ended.
 func TestPageInABrowser(t *testing.T) {
 	bctx := testkit.Browser(t)
-	d := dev(t, func(o *debugtest.Options) { o.SlowDelay = 50 * time.Millisecond })
-	id := d.Create()
+	d := dev(t, 50*time.Millisecond)
+	id := d.Create(nil)
 	// Sign in through the start URL exchange on a public path that is not
 	// the web UI: the web UI would subscribe to the session, and an ended
 	// session whose client was subscribed at the end keeps its actor until

@@ -1,45 +1,50 @@
 package debug_test
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/actors/inspect"
-	"github.com/surfaced/surfaced/gateway/debug/debugtest"
 	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/internal/testkit"
+	"github.com/surfaced/surfaced/internal/testkit/daemon"
 )
 
-func dev(t *testing.T, o ...func(*debugtest.Options)) *debugtest.Daemon {
-	opts := debugtest.Options{Dev: true}
-	for _, f := range o {
-		f(&opts)
+// dev starts a daemon with the inspector (--dev) and the slow domain, whose
+// commands take slow (20 ms when 0); its ended sessions' actors go after
+// 200 ms. opts add to that.
+func dev(t *testing.T, slow time.Duration, opts ...daemon.Option) *daemon.Daemon {
+	return daemon.Start(t, append([]daemon.Option{daemon.Dev()}, plain(slow, opts...)...)...)
+}
+
+// plain is dev's setup without the inspector.
+func plain(slow time.Duration, opts ...daemon.Option) []daemon.Option {
+	if slow == 0 {
+		slow = 20 * time.Millisecond
 	}
-	return debugtest.Start(t, opts)
+	return append([]daemon.Option{daemon.SlowDomain(slow), daemon.Limits(surfaced.Limits{EndedLinger: 200 * time.Millisecond})}, opts...)
 }
 
 // Every actor of a session is listed with the documented fields, and only those.
 func TestActorsListsEveryActorOfASession(t *testing.T) {
-	d := dev(t)
-	id := d.Create()
+	d := dev(t, 0)
+	id := d.Create(nil)
 	var rep inspect.Report
-	debugtest.Eventually(t, 10*time.Second, "session, surface and agentproc actors", func() bool {
+	daemon.Eventually(t, 10*time.Second, "session, surface and agentproc actors", func() bool {
 		rep = d.Actors("?session=" + id)
-		return debugtest.Find(rep, "session", "") != nil && debugtest.Find(rep, "surface", debugtest.SlowDomain) != nil &&
-			debugtest.Find(rep, "agentproc", "") != nil
+		return daemon.Find(rep, "session", "") != nil && daemon.Find(rep, "surface", daemon.SlowDomainName) != nil &&
+			daemon.Find(rep, "agentproc", "") != nil
 	})
 	if rep.Node != "test-node" {
 		t.Fatalf("node: %q", rep.Node)
 	}
-	s := debugtest.Find(rep, "surface", debugtest.SlowDomain)
+	s := daemon.Find(rep, "surface", daemon.SlowDomainName)
 	if !strings.HasPrefix(s.ID, "session-"+id) || s.Session != id || s.Started.IsZero() {
 		t.Fatalf("surface entry: %+v", s)
 	}
@@ -74,11 +79,11 @@ func TestActorsListsEveryActorOfASession(t *testing.T) {
 
 	// A browser stream adds its gateway actor; closing it removes it.
 	sse := testkit.OpenSSE(t, d.URL+"/api/sessions/"+id+"/events", d.Auth())
-	debugtest.Eventually(t, 5*time.Second, "the sse actor", func() bool {
-		return debugtest.Find(d.Actors("?kind=sse&session="+id), "sse", "") != nil
+	daemon.Eventually(t, 5*time.Second, "the sse actor", func() bool {
+		return daemon.Find(d.Actors("?kind=sse&session="+id), "sse", "") != nil
 	})
 	sse.Close()
-	debugtest.Eventually(t, 5*time.Second, "the sse actor gone", func() bool {
+	daemon.Eventually(t, 5*time.Second, "the sse actor gone", func() bool {
 		return len(d.Actors("?kind=sse&session="+id).Actors) == 0
 	})
 }
@@ -95,19 +100,19 @@ func sortedKeys(m map[string]any) []string {
 // The main job: a slow domain flooded with commands shows its queue rising,
 // then draining; its entries disappear when the session ends.
 func TestSlowDomainFloodShowsDepthAndEntriesGoAtEnd(t *testing.T) {
-	d := dev(t)
-	id := d.Create()
-	debugtest.Eventually(t, 10*time.Second, "the slow domain", func() bool {
-		return debugtest.Find(d.Actors("?session="+id), "surface", debugtest.SlowDomain) != nil
+	d := dev(t, 0)
+	id := d.Create(nil)
+	daemon.Eventually(t, 10*time.Second, "the slow domain", func() bool {
+		return daemon.Find(d.Actors("?session="+id), "surface", daemon.SlowDomainName) != nil
 	})
 	const n = 60
 	wait := d.Flood(id, n)
 
 	var deepest inspect.Actor
 	var busy *inspect.Actor // a snapshot that caught a command running
-	debugtest.Eventually(t, 10*time.Second, "depth ≥ 10 on the slow domain, handling a command", func() bool {
+	daemon.Eventually(t, 10*time.Second, "depth ≥ 10 on the slow domain, handling a command", func() bool {
 		rep := d.Actors("?kind=surface&sort=depth&session=" + id)
-		a := debugtest.Find(rep, "surface", debugtest.SlowDomain)
+		a := daemon.Find(rep, "surface", daemon.SlowDomainName)
 		if a == nil {
 			return false
 		}
@@ -134,7 +139,7 @@ func TestSlowDomainFloodShowsDepthAndEntriesGoAtEnd(t *testing.T) {
 	if ok := wait(); ok != n {
 		t.Fatalf("%d of %d commands succeeded", ok, n)
 	}
-	a := debugtest.Find(d.Actors("?session="+id), "surface", debugtest.SlowDomain)
+	a := daemon.Find(d.Actors("?session="+id), "surface", daemon.SlowDomainName)
 	if a.Depth != 0 || a.Processed < n || a.Current != "" {
 		t.Fatalf("after draining: %+v", a)
 	}
@@ -158,14 +163,14 @@ func TestSlowDomainFloodShowsDepthAndEntriesGoAtEnd(t *testing.T) {
 		t.Fatalf("delete: %d %s", st, raw)
 	}
 	// Domain and agent stop at once; the ended session's actor after its linger.
-	debugtest.Eventually(t, 5*time.Second, "every entry of the session gone", func() bool {
+	daemon.Eventually(t, 5*time.Second, "every entry of the session gone", func() bool {
 		return len(d.Actors("?session="+id).Actors) == 0
 	})
 }
 
 func TestStreamSendsSnapshotsAndEndsOnShutdown(t *testing.T) {
-	d := dev(t)
-	id := d.Create()
+	d := dev(t, 0)
+	id := d.Create(nil)
 	s := testkit.OpenSSE(t, d.URL+"/debug/actors/stream?session="+id, d.Auth())
 	if ct := s.Resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
@@ -181,7 +186,7 @@ func TestStreamSendsSnapshotsAndEndsOnShutdown(t *testing.T) {
 			return false
 		}
 		for _, a := range e.Data["actors"].([]any) {
-			if a.(map[string]any)["domain"] == debugtest.SlowDomain {
+			if a.(map[string]any)["domain"] == daemon.SlowDomainName {
 				return true
 			}
 		}
@@ -208,7 +213,7 @@ func TestStreamSendsSnapshotsAndEndsOnShutdown(t *testing.T) {
 }
 
 func TestBadQueriesAreRefused(t *testing.T) {
-	d := dev(t)
+	d := dev(t, 0)
 	cases := []struct {
 		query, field, msg string
 	}{
@@ -245,7 +250,7 @@ func TestBadQueriesAreRefused(t *testing.T) {
 }
 
 func TestPageAndAssets(t *testing.T) {
-	d := dev(t)
+	d := dev(t, 0)
 	st, raw := d.Do("GET", "/debug/", nil)
 	if st != http.StatusOK || !strings.Contains(string(raw), `<script src="inspector.js">`) {
 		t.Fatalf("page: %d %.200s", st, raw)
@@ -287,7 +292,7 @@ func TestPageAndAssets(t *testing.T) {
 
 // The debug endpoints sit behind the same gates as the API.
 func TestGatesApply(t *testing.T) {
-	d := dev(t)
+	d := dev(t, 0)
 	noAuth := http.Header{"Authorization": {""}}
 	for _, p := range []string{"/debug/actors", "/debug/actors/stream", "/debug/", "/debug/inspector.js"} {
 		if st, raw := d.Do("GET", p, nil, noAuth); st != http.StatusUnauthorized {
@@ -315,8 +320,8 @@ func TestGatesApply(t *testing.T) {
 
 // Without --dev there is no inspector: /debug/* answers 404 and nothing is wrapped.
 func TestWithoutDevEverythingIs404(t *testing.T) {
-	d := debugtest.Start(t, debugtest.Options{})
-	d.Create()
+	d := daemon.Start(t, plain(0)...)
+	d.Create(nil)
 	for _, p := range []string{"/debug/actors", "/debug/actors/stream", "/debug/", "/debug"} {
 		if st, raw := d.Do("GET", p, nil); st != http.StatusNotFound {
 			t.Errorf("%s: %d %s", p, st, raw)
@@ -333,10 +338,10 @@ func TestWithoutDevEverythingIs404(t *testing.T) {
 }
 
 func TestMetricsPerKindAreExported(t *testing.T) {
-	d := dev(t)
-	id := d.Create()
-	debugtest.Eventually(t, 10*time.Second, "the slow domain", func() bool {
-		return debugtest.Find(d.Actors("?session="+id), "surface", debugtest.SlowDomain) != nil
+	d := dev(t, 0)
+	id := d.Create(nil)
+	daemon.Eventually(t, 10*time.Second, "the slow domain", func() bool {
+		return daemon.Find(d.Actors("?session="+id), "surface", daemon.SlowDomainName) != nil
 	})
 	if ok := d.Flood(id, 5)(); ok != 5 {
 		t.Fatalf("%d of 5 commands", ok)
@@ -361,36 +366,13 @@ func TestMetricsPerKindAreExported(t *testing.T) {
 func TestStreamEndsWhenTheTokenIsRevoked(t *testing.T) {
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.json")
-	writeTokens(t, tokens, map[string]string{"alice": "alice-token-0123456789abcdef", "bob": "bob-token-0123456789abcdef"})
-	d := dev(t, func(o *debugtest.Options) {
-		o.Guard = func(c *guard.Config) { c.TokensFile = tokens }
-	})
+	daemon.WriteTokens(t, tokens, map[string]string{"alice": "alice-token-0123456789abcdef", "bob": "bob-token-0123456789abcdef"})
+	d := dev(t, 0, daemon.Guard(func(c *guard.Config) { c.TokensFile = tokens }))
 	s := testkit.OpenSSE(t, d.URL+"/debug/actors/stream", http.Header{"Authorization": {"Bearer alice-token-0123456789abcdef"}})
 	s.Wait(t, 5*time.Second, "first snapshot", testkit.IsKind("actors"))
-	writeTokens(t, tokens, map[string]string{"bob": "bob-token-0123456789abcdef"})
+	daemon.WriteTokens(t, tokens, map[string]string{"bob": "bob-token-0123456789abcdef"})
 	end := s.Wait(t, 5*time.Second, "end", testkit.IsKind("end"))
 	if end.Data["reason"] != "revoked" {
 		t.Fatalf("end: %s", end.Raw)
-	}
-}
-
-func writeTokens(t *testing.T, path string, entries map[string]string) {
-	t.Helper()
-	type tok struct {
-		Subject string `json:"subject"`
-		SHA256  string `json:"sha256"`
-	}
-	var list []tok
-	for subject, token := range entries {
-		sum := sha256.Sum256([]byte(token))
-		list = append(list, tok{Subject: subject, SHA256: hex.EncodeToString(sum[:])})
-	}
-	b, _ := json.Marshal(map[string]any{"tokens": list})
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
 	}
 }
