@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/surfaced/surfaced/actors/dispatch"
+	"github.com/surfaced/surfaced/internal/clock"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -95,7 +96,7 @@ func (l Limits) withDefaults() Limits {
 // still waits does. The session's final batch never cuts.
 type Queue struct {
 	lim     Limits
-	now     func() time.Time
+	clock   clock.Clock
 	wake    chan struct{}
 	handoff chan func() // unbuffered: a subscriber's mailbox run, for the writer while it waits
 
@@ -116,12 +117,13 @@ type Queue struct {
 	progress    chan struct{}
 }
 
-// NewQueue returns an empty queue. now is the clock (nil: time.Now).
-func NewQueue(l Limits, now func() time.Time) *Queue {
-	if now == nil {
-		now = time.Now
+// NewQueue returns an empty queue whose age bound runs on c (nil: the wall
+// clock).
+func NewQueue(l Limits, c clock.Clock) *Queue {
+	if c == nil {
+		c = clock.Real{}
 	}
-	return &Queue{lim: l.withDefaults(), now: now, wake: make(chan struct{}, 1), handoff: make(chan func())}
+	return &Queue{lim: l.withDefaults(), clock: c, wake: make(chan struct{}, 1), handoff: make(chan func())}
 }
 
 // Dispatcher is the actor.Dispatcher of the actor that fills the queue (its
@@ -167,7 +169,7 @@ func (q *Queue) PushFrames(fs []*pb.Frame, final bool) bool {
 	if q.end != "" {
 		return false
 	}
-	now := q.now()
+	now := q.clock.Now()
 	for _, f := range fs {
 		q.addLocked(Item{Frame: f}, now)
 	}
@@ -187,7 +189,7 @@ func (q *Queue) PushRaw(b []byte) bool {
 	if q.end != "" {
 		return false
 	}
-	now := q.now()
+	now := q.clock.Now()
 	q.addLocked(Item{Raw: b}, now)
 	return q.checkLocked(now)
 }
@@ -231,7 +233,7 @@ func (q *Queue) ageLocked(now time.Time) time.Duration {
 
 // dropLocked ends the stream for reason, dropping what is queued.
 func (q *Queue) dropLocked(reason Reason) {
-	q.cutBytes, q.cutAge = q.queuedBytes+q.flightBytes, q.ageLocked(q.now())
+	q.cutBytes, q.cutAge = q.queuedBytes+q.flightBytes, q.ageLocked(q.clock.Now())
 	clear(q.items)
 	q.items = nil
 	q.queuedBytes = 0
@@ -328,7 +330,7 @@ func (q *Queue) Waiting() (items, bytes int, age time.Duration) {
 	if q.dropped {
 		return 0, q.cutBytes, q.cutAge
 	}
-	return len(q.items) + q.flight, q.queuedBytes + q.flightBytes, q.ageLocked(q.now())
+	return len(q.items) + q.flight, q.queuedBytes + q.flightBytes, q.ageLocked(q.clock.Now())
 }
 
 // Mark is the count of items pushed so far, for WaitWritten.

@@ -3,32 +3,14 @@ package delivery
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/surfaced/surfaced/internal/clock"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
-// clock is a settable clock for the queue's age bound.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Unix(1_000_000, 0)} }
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newClock() *clock.Fake { return clock.NewFake(time.Unix(1_000_000, 0)) }
 
 // frame is a session frame of about size bytes.
 func frame(id string, size int) *pb.Frame {
@@ -36,7 +18,7 @@ func frame(id string, size int) *pb.Frame {
 }
 
 func TestQueueBytesBound(t *testing.T) {
-	q := NewQueue(Limits{MaxBytes: 1000, MaxAge: time.Hour}, newClock().now)
+	q := NewQueue(Limits{MaxBytes: 1000, MaxAge: time.Hour}, newClock())
 	for i := 0; i < 3; i++ {
 		if !q.PushFrames([]*pb.Frame{frame("e-1", 200)}, false) {
 			t.Fatalf("push %d cut the client under the bound", i)
@@ -66,7 +48,7 @@ func TestQueueBytesBound(t *testing.T) {
 // second one arriving while it still waits does, even while the writer has
 // the first in hand.
 func TestQueueOneLargeItem(t *testing.T) {
-	q := NewQueue(Limits{MaxBytes: 100, MaxAge: time.Hour}, newClock().now)
+	q := NewQueue(Limits{MaxBytes: 100, MaxAge: time.Hour}, newClock())
 	if !q.PushFrames([]*pb.Frame{frame("e-1", 500)}, false) {
 		t.Fatal("one large frame cut the client")
 	}
@@ -82,7 +64,7 @@ func TestQueueOneLargeItem(t *testing.T) {
 		t.Fatalf("end %q", q.Ended())
 	}
 	// Written, the budget is free again.
-	q2 := NewQueue(Limits{MaxBytes: 100, MaxAge: time.Hour}, newClock().now)
+	q2 := NewQueue(Limits{MaxBytes: 100, MaxAge: time.Hour}, newClock())
 	q2.PushFrames([]*pb.Frame{frame("e-1", 500)}, false)
 	q2.Take(nil)
 	q2.Written()
@@ -93,13 +75,13 @@ func TestQueueOneLargeItem(t *testing.T) {
 
 func TestQueueAgeBound(t *testing.T) {
 	clk := newClock()
-	q := NewQueue(Limits{MaxBytes: 1 << 20, MaxAge: 10 * time.Second}, clk.now)
+	q := NewQueue(Limits{MaxBytes: 1 << 20, MaxAge: 10 * time.Second}, clk)
 	q.PushFrames([]*pb.Frame{frame("e-1", 10)}, false)
-	clk.advance(9 * time.Second)
+	clk.Advance(9 * time.Second)
 	if !q.PushFrames([]*pb.Frame{frame("e-2", 10)}, false) {
 		t.Fatal("cut inside the age bound")
 	}
-	clk.advance(2 * time.Second)
+	clk.Advance(2 * time.Second)
 	if q.PushFrames([]*pb.Frame{frame("e-3", 10)}, false) {
 		t.Fatal("a client whose oldest frame waited 11 s was not cut")
 	}
@@ -109,23 +91,23 @@ func TestQueueAgeBound(t *testing.T) {
 
 	// The age runs from the oldest unwritten item, in the writer's hands too.
 	clk = newClock()
-	q = NewQueue(Limits{MaxBytes: 1 << 20, MaxAge: 10 * time.Second}, clk.now)
+	q = NewQueue(Limits{MaxBytes: 1 << 20, MaxAge: 10 * time.Second}, clk)
 	q.PushFrames([]*pb.Frame{frame("e-1", 10)}, false)
 	q.Take(nil) // the write blocks
-	clk.advance(11 * time.Second)
+	clk.Advance(11 * time.Second)
 	if q.PushFrames([]*pb.Frame{frame("e-2", 10)}, false) {
 		t.Fatal("frames behind a write blocked past the age bound did not cut")
 	}
 
 	// Once written, the next frame starts a new age.
 	clk = newClock()
-	q = NewQueue(Limits{MaxBytes: 1 << 20, MaxAge: 10 * time.Second}, clk.now)
+	q = NewQueue(Limits{MaxBytes: 1 << 20, MaxAge: 10 * time.Second}, clk)
 	q.PushFrames([]*pb.Frame{frame("e-1", 10)}, false)
 	q.Take(nil)
-	clk.advance(20 * time.Second)
+	clk.Advance(20 * time.Second)
 	q.Written()
 	q.PushFrames([]*pb.Frame{frame("e-2", 10)}, false)
-	clk.advance(5 * time.Second)
+	clk.Advance(5 * time.Second)
 	if !q.PushFrames([]*pb.Frame{frame("e-3", 10)}, false) {
 		t.Fatal("the age of written frames was counted")
 	}
@@ -134,7 +116,7 @@ func TestQueueAgeBound(t *testing.T) {
 // Messages already encoded (WebSocket replies, ACP messages) count in the
 // same budget as frames.
 func TestQueueRepliesCount(t *testing.T) {
-	q := NewQueue(Limits{MaxBytes: 1000, MaxAge: time.Hour}, newClock().now)
+	q := NewQueue(Limits{MaxBytes: 1000, MaxAge: time.Hour}, newClock())
 	q.PushFrames([]*pb.Frame{frame("e-1", 300)}, false)
 	reply := []byte(`{"event":"reply","data":{"id":"c1","ok":false}}` + strings.Repeat(" ", 300))
 	if !q.PushRaw(reply) {
@@ -148,7 +130,7 @@ func TestQueueRepliesCount(t *testing.T) {
 		t.Fatal("replies past the bound did not cut the client")
 	}
 	// Even empty items cost something: a flood of them is bounded.
-	q = NewQueue(Limits{MaxBytes: 1000, MaxAge: time.Hour}, newClock().now)
+	q = NewQueue(Limits{MaxBytes: 1000, MaxAge: time.Hour}, newClock())
 	n := 0
 	for q.PushRaw(nil) {
 		n++
@@ -160,7 +142,7 @@ func TestQueueRepliesCount(t *testing.T) {
 
 // The session's final batch never cuts; it ends the stream after it.
 func TestQueueFinal(t *testing.T) {
-	q := NewQueue(Limits{MaxBytes: 100, MaxAge: time.Hour}, newClock().now)
+	q := NewQueue(Limits{MaxBytes: 100, MaxAge: time.Hour}, newClock())
 	q.PushFrames([]*pb.Frame{frame("e-1", 80)}, false)
 	end := &pb.Frame{Id: "e-2", Event: pb.EndOf("stopped"), Size: 200}
 	if !q.PushFrames([]*pb.Frame{frame("e-x", 80), end}, true) {

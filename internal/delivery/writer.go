@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/internal/clock"
 )
 
 // Transport is a stream's wire: a thin adapter that encodes items its own
@@ -56,6 +57,9 @@ type Writer struct {
 	// Done, when closed, ends the stream at once with EndClosed (the
 	// WebSocket's reader is gone).
 	Done <-chan struct{}
+	// Clock runs the writer's timers: the keep-alive, the slow-write
+	// watchdog, the shutdown grace (nil: the wall clock).
+	Clock clock.Clock
 	// OnSlow is called once when the client is found to be a slow
 	// consumer, however it was found (the metric): by the queue's bounds,
 	// or by a write blocked for SlowAfter, at that moment.
@@ -65,16 +69,6 @@ type Writer struct {
 	// one. Otherwise the queue is cut at once, which frees what it holds
 	// and stops its subscriber.
 	KeepQueueWhenSlow bool
-
-	// afterFunc starts the slow-write watchdog (nil: time.AfterFunc); tests
-	// fire it themselves.
-	afterFunc func(d time.Duration, f func()) timer
-}
-
-// timer is the watchdog's handle (*time.Timer).
-type timer interface {
-	Reset(d time.Duration) bool
-	Stop() bool
 }
 
 // Run writes what the queue holds as it comes, until the stream ends, and
@@ -87,7 +81,11 @@ type timer interface {
 // the client reads again, within EndGrace (past it the write fails and the
 // connection is dropped: nobody reads it).
 func (w *Writer) Run(ctx context.Context, q *Queue, t Transport) Reason {
-	r := run{w: w, q: q, t: t, slowAfter: w.SlowAfter, endGrace: w.EndGrace}
+	clk := w.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	r := run{w: w, q: q, t: t, clock: clk, slowAfter: w.SlowAfter, endGrace: w.EndGrace}
 	if r.slowAfter <= 0 {
 		r.slowAfter = q.Limits().MaxAge
 	}
@@ -101,10 +99,10 @@ func (w *Writer) Run(ctx context.Context, q *Queue, t Transport) Reason {
 	if keepEvery <= 0 {
 		keepEvery = DefaultKeepAlive
 	}
-	keep := time.NewTicker(keepEvery)
-	defer keep.Stop()
+	keep := r.after(keepEvery)
+	defer keep.stop()
 	shutdown := w.Shutdown
-	var grace <-chan time.Time
+	var grace <-chan struct{}
 	// Anything queued before the writer came (an ACP stream's backlog)
 	// goes out now.
 	if end, done := r.drain(); done {
@@ -123,21 +121,22 @@ func (w *Writer) Run(ctx context.Context, q *Queue, t Transport) Reason {
 			if end, done := r.drain(); done {
 				return end
 			}
-		case <-keep.C:
+		case <-keep.c:
 			r.arm()
 			err := t.KeepAlive()
 			if slow := r.disarm(); err != nil || slow {
 				return r.failed(slow)
 			}
+			keep.rearm()
 		case <-shutdown:
 			shutdown = nil
 			g := w.ShutdownGrace
 			if g <= 0 {
 				g = DefaultShutdownGrace
 			}
-			timer := time.NewTimer(g)
-			defer timer.Stop()
-			grace = timer.C
+			after := r.after(g)
+			defer after.stop()
+			grace = after.c
 		case <-grace:
 			reason := w.ShutdownReason
 			if reason == "" {
@@ -155,15 +154,42 @@ func (w *Writer) Run(ctx context.Context, q *Queue, t Transport) Reason {
 	}
 }
 
+// alarm is a timer on the writer's clock that signals a channel; the
+// keep-alive's is rearmed each time it was handled.
+type alarm struct {
+	clock clock.Clock
+	d     time.Duration
+	c     chan struct{}
+	t     clock.Timer
+}
+
+func (r *run) after(d time.Duration) *alarm {
+	a := &alarm{clock: r.clock, d: d, c: make(chan struct{}, 1)}
+	a.rearm()
+	return a
+}
+
+func (a *alarm) rearm() {
+	a.t = a.clock.AfterFunc(a.d, func() {
+		select {
+		case a.c <- struct{}{}:
+		default:
+		}
+	})
+}
+
+func (a *alarm) stop() { a.t.Stop() }
+
 // run is one Run's state.
 type run struct {
 	w         *Writer
 	q         *Queue
 	t         Transport
+	clock     clock.Clock
 	buf       []Item
 	slowAfter time.Duration
 	endGrace  time.Duration
-	watchdog  timer
+	watchdog  clock.Timer
 	blocked   atomic.Bool // the watchdog fired: a write has been blocked for slowAfter
 	reported  atomic.Bool // OnSlow was called
 }
@@ -202,19 +228,11 @@ func (r *run) writeAll(items []Item) error {
 }
 
 // arm starts the slow-write watchdog and bounds the write: a write blocked
-// for slowAfter makes the client slow; one blocked endGrace longer fails.
+// for slowAfter makes the client slow; one blocked endGrace longer fails
+// (the socket's deadline is wall time, whatever the writer's clock).
 func (r *run) arm() {
 	r.blocked.Store(false)
-	if r.watchdog == nil {
-		fire := r.stalled
-		if r.w.afterFunc != nil {
-			r.watchdog = r.w.afterFunc(r.slowAfter, fire)
-		} else {
-			r.watchdog = time.AfterFunc(r.slowAfter, fire)
-		}
-	} else {
-		r.watchdog.Reset(r.slowAfter)
-	}
+	r.watchdog = r.clock.AfterFunc(r.slowAfter, r.stalled)
 	_ = r.t.SetWriteDeadline(time.Now().Add(r.slowAfter + r.endGrace))
 }
 
@@ -222,10 +240,10 @@ func (r *run) arm() {
 // slowAfter: the client is slow now, whether or not it reads again later.
 func (r *run) stalled() {
 	r.blocked.Store(true)
-	r.reportSlow()
 	if !r.w.KeepQueueWhenSlow {
 		r.q.Cut(EndSlowConsumer)
 	}
+	r.reportSlow()
 }
 
 func (r *run) reportSlow() {

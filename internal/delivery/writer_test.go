@@ -113,29 +113,6 @@ func (f *fakeTransport) waitEvent(t *testing.T, ev string) {
 	}
 }
 
-// manualTimer is a watchdog the test fires.
-type manualTimer struct {
-	mu sync.Mutex
-	f  func()
-}
-
-func (m *manualTimer) afterFunc(_ time.Duration, f func()) timer {
-	m.mu.Lock()
-	m.f = f
-	m.mu.Unlock()
-	return m
-}
-
-func (m *manualTimer) Reset(time.Duration) bool { return true }
-func (m *manualTimer) Stop() bool               { return true }
-
-func (m *manualTimer) fire() {
-	m.mu.Lock()
-	f := m.f
-	m.mu.Unlock()
-	f()
-}
-
 // runWriter runs w over q and t in a goroutine; the result arrives on the
 // returned channel.
 func runWriter(ctx context.Context, w *Writer, q *Queue, t Transport) <-chan Reason {
@@ -203,14 +180,16 @@ func TestWriterSlowConsumerWhenTheWriteStalls(t *testing.T) {
 	release := make(chan struct{})
 	ft.setBlock(release)
 	var slow atomic.Int32
-	wd := &manualTimer{}
-	w := &Writer{EndGrace: time.Minute, OnSlow: func() { slow.Add(1) }, afterFunc: wd.afterFunc}
+	found := make(chan struct{})
+	clk := newClock()
+	w := &Writer{Clock: clk, EndGrace: time.Minute, OnSlow: func() { slow.Add(1); close(found) }}
 	done := runWriter(context.Background(), w, q, ft)
 	q.PushFrames([]*pb.Frame{frame("e-1", 10)}, false)
 	<-ft.blocked
 	// The age bound passes while the write is blocked: the client is slow
 	// now (counted, its queue cut); then it reads again.
-	wd.fire()
+	clk.Advance(50 * time.Millisecond)
+	<-found
 	if slow.Load() != 1 || q.Ended() != EndSlowConsumer {
 		t.Fatalf("when the write was found slow: OnSlow called %d times, queue end %q", slow.Load(), q.Ended())
 	}
@@ -276,10 +255,16 @@ func TestWriterRevoked(t *testing.T) {
 func TestWriterKeepAlive(t *testing.T) {
 	q := NewQueue(Limits{}, nil)
 	ft := newFakeTransport()
+	clk := newClock()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := runWriter(ctx, &Writer{KeepAlive: 10 * time.Millisecond}, q, ft)
-	ft.waitEvent(t, "keep")
-	ft.waitEvent(t, "keep")
+	done := runWriter(ctx, &Writer{Clock: clk, KeepAlive: 15 * time.Second}, q, ft)
+	for range 2 {
+		if !clk.WaitPending(1, 10*time.Second) {
+			t.Fatal("no keep-alive armed")
+		}
+		clk.Advance(15 * time.Second)
+		ft.waitEvent(t, "keep")
+	}
 	cancel()
 	result(t, done)
 }
@@ -288,10 +273,16 @@ func TestWriterShutdownGrace(t *testing.T) {
 	q := NewQueue(Limits{}, nil)
 	ft := newFakeTransport()
 	shutdown := make(chan struct{})
-	done := runWriter(context.Background(), &Writer{Shutdown: shutdown, ShutdownGrace: 10 * time.Millisecond, ShutdownReason: EndMoved}, q, ft)
+	clk := newClock()
+	done := runWriter(context.Background(), &Writer{Clock: clk, Shutdown: shutdown, ShutdownGrace: 3 * time.Second, ShutdownReason: EndMoved}, q, ft)
 	close(shutdown)
 	// Within the grace the session's own end would still go first.
 	q.PushFrames([]*pb.Frame{frame("e-1", 1)}, false)
+	ft.waitEvent(t, "write")
+	if !clk.WaitPending(2, 10*time.Second) { // the keep-alive and the grace
+		t.Fatal("no grace armed")
+	}
+	clk.Advance(3 * time.Second)
 	if r := result(t, done); r != EndMoved {
 		t.Fatalf("ended %q", r)
 	}
@@ -346,11 +337,13 @@ func TestWriterKeepQueueWhenSlow(t *testing.T) {
 	ft := newFakeTransport()
 	release := make(chan struct{})
 	ft.setBlock(release)
-	wd := &manualTimer{}
-	done := runWriter(context.Background(), &Writer{KeepQueueWhenSlow: true, afterFunc: wd.afterFunc}, q, ft)
+	clk := newClock()
+	found := make(chan struct{})
+	done := runWriter(context.Background(), &Writer{Clock: clk, KeepQueueWhenSlow: true, OnSlow: func() { close(found) }}, q, ft)
 	q.PushRaw([]byte("first"))
 	<-ft.blocked
-	wd.fire()
+	clk.Advance(time.Hour)
+	<-found
 	q.PushRaw([]byte("second"))
 	ft.setBlock(nil)
 	close(release)
