@@ -114,10 +114,10 @@ func (w *Writer) Run(ctx context.Context, q *Queue, t Transport) Reason {
 			if end, done := r.drain(); done {
 				return end
 			}
-		case run := <-q.handoff:
+		case mailbox := <-q.handoff:
 			// The subscriber's mailbox runs here: what it queues is
 			// written next, without waking another goroutine.
-			run()
+			mailbox()
 			if end, done := r.drain(); done {
 				return end
 			}
