@@ -57,7 +57,7 @@ func TestWriterCoalescesOnlyUnderOneFence(t *testing.T) {
 	defer w.Close()
 	results := make([]error, 7)
 	var wg sync.WaitGroup
-	submit := func(i int, fence int64) {
+	submit := func(i int, fence store.Fence) {
 		wg.Add(1)
 		w.Submit(store.Op{SessionID: "s", Fence: fence, KV: []store.KV{{Key: fmt.Sprint("k", i), Value: []byte("1"), Rev: 1}},
 			Done: func(err error) { results[i] = err; wg.Done() }})
@@ -76,10 +76,10 @@ func TestWriterCoalescesOnlyUnderOneFence(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	submit(1, a.Token)
-	submit(2, a.Token)
-	submit(3, a.Token+1) // never issued: fenced
-	submit(4, a.Token+1)
+	submit(1, store.Fence(a.Token))
+	submit(2, store.Fence(a.Token))
+	submit(3, store.Fence(a.Token+1)) // never issued: fenced
+	submit(4, store.Fence(a.Token+1))
 	submit(5, 0)
 	submit(6, 0)
 	close(rs.release)
@@ -120,12 +120,12 @@ func TestWriterFencedOp(t *testing.T) {
 	defer w.Close()
 
 	title := "by a"
-	op := func(fence int64, title *string, text string) store.Op {
+	op := func(fence store.Fence, title *string, text string) store.Op {
 		return store.Op{SessionID: "s", Fence: fence, KV: []store.KV{{Key: text, Value: []byte("1"), Rev: 1}},
 			Transcript: []store.Entry{{Role: "user", Text: text}}, Update: &store.SessionUpdate{Title: title}}
 	}
 	done := make(chan error, 1)
-	o := op(a.Token, &title, "a1")
+	o := op(store.Fence(a.Token), &title, "a1")
 	o.Done = func(err error) { done <- err }
 	w.Submit(o)
 	must(t, <-done)
@@ -134,14 +134,14 @@ func TestWriterFencedOp(t *testing.T) {
 	b, err := ms.AcquireLease(ctx, "s", "node-b", time.Minute)
 	must(t, err)
 	stale := "stale"
-	o = op(a.Token, &stale, "a2")
+	o = op(store.Fence(a.Token), &stale, "a2")
 	o.Done = func(err error) { done <- err }
 	w.Submit(o)
 	if err := <-done; !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("op under the old token: Done(%v), want ErrFenced", err)
 	}
 	fresh := "by b"
-	o = op(b.Token, &fresh, "b1")
+	o = op(store.Fence(b.Token), &fresh, "b1")
 	o.Done = func(err error) { done <- err }
 	w.Submit(o)
 	must(t, <-done)
