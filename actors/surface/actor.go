@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -138,69 +139,97 @@ func (d *domainActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		d.start(ctx)
 	case *pb.RunCommand:
-		p := pending{cmd: m, sender: ctx.Sender()}
-		if d.inflight != nil {
-			d.queue = append(d.queue, p)
-			return
-		}
-		d.run(ctx, p)
+		d.command(ctx, m)
 	case *pb.AgentAvailable:
-		d.agent = m.GetAgent().Actor()
-		if len(m.GetCommands()) > 0 {
-			d.cfg.Commands = append([]string(nil), m.GetCommands()...)
-		}
-		if d.agent == nil && d.inflight != nil {
-			d.finishDispatch(ctx, surfaceFail(agentproc.CodeAgentUnavailable, "the agent stopped before answering"), nil)
-		}
+		d.agentAvailable(ctx, m)
 	case *pb.AgentReply:
-		if d.inflight == nil || d.inflight.id != m.GetId() {
-			d.log.Warn("late or unknown dispatch result ignored", "id", m.GetId())
-			return
-		}
-		if m.GetFailed() {
-			d.finishDispatch(ctx, surfaceFail(agentproc.CodeAgentUnavailable, "the agent stopped before answering"), nil)
-			return
-		}
-		res, state := parseDispatchResult(m.GetLine())
-		d.finishDispatch(ctx, res, state)
+		d.dispatchAnswered(ctx, m)
 	case *settleTimeout:
-		if d.inflight == nil || d.inflight.id != m.id {
-			return
-		}
-		d.finishDispatch(ctx, surfaceFail(agentproc.CodeTimeout,
-			fmt.Sprintf("the agent did not answer within %s; the state is unchanged", d.cfg.SettleWindow)), nil)
+		d.settleTimedOut(ctx, m)
 	case *persisted:
-		fenced := errors.Is(m.err, store.ErrFenced)
-		if m.err != nil && !fenced {
-			// The snapshot stays the truth in memory; the next write carries it
-			// (every write is the full snapshot at a higher rev).
-			d.log.Error("snapshot write failed", "rev", d.rev, "err", m.err)
-		}
-		for _, o := range d.release {
-			if o.wseq == m.wseq {
-				o.done = true
-				if fenced {
-					// The session lives on another node now: this rev was
-					// never written, so it is neither published nor acked.
-					o.commit = nil
-					if o.result != nil {
-						o.result = &pb.CommandResult{Correlation: o.result.Correlation,
-							Refused: pb.Err("session_moved", "the session moved to another node; send the command again")}
-					}
+		d.persisted(ctx, m)
+	case *actor.Stopping:
+		d.stopping(ctx)
+	}
+}
+
+// command runs a command now, or queues it behind the agent-hosted command
+// in flight.
+func (d *domainActor) command(ctx actor.Context, m *pb.RunCommand) {
+	p := pending{cmd: m, sender: ctx.Sender()}
+	if d.inflight != nil {
+		d.queue = append(d.queue, p)
+		return
+	}
+	d.run(ctx, p)
+}
+
+func (d *domainActor) agentAvailable(ctx actor.Context, m *pb.AgentAvailable) {
+	d.agent = m.GetAgent().Actor()
+	if len(m.GetCommands()) > 0 {
+		d.cfg.Commands = append([]string(nil), m.GetCommands()...)
+	}
+	if d.agent == nil && d.inflight != nil {
+		d.finishDispatch(ctx, surfaceFail(agentproc.CodeAgentUnavailable, "the agent stopped before answering"), nil)
+	}
+}
+
+func (d *domainActor) dispatchAnswered(ctx actor.Context, m *pb.AgentReply) {
+	if d.inflight == nil || d.inflight.id != m.GetId() {
+		d.log.Warn("late or unknown dispatch result ignored", "id", m.GetId())
+		return
+	}
+	if m.GetFailed() {
+		d.finishDispatch(ctx, surfaceFail(agentproc.CodeAgentUnavailable, "the agent stopped before answering"), nil)
+		return
+	}
+	res, state := parseDispatchResult(m.GetLine())
+	d.finishDispatch(ctx, res, state)
+}
+
+func (d *domainActor) settleTimedOut(ctx actor.Context, m *settleTimeout) {
+	if d.inflight == nil || d.inflight.id != m.id {
+		return
+	}
+	d.finishDispatch(ctx, surfaceFail(agentproc.CodeTimeout,
+		fmt.Sprintf("the agent did not answer within %s; the state is unchanged", d.cfg.SettleWindow)), nil)
+}
+
+// persisted releases the outcomes whose snapshot write is done.
+func (d *domainActor) persisted(ctx actor.Context, m *persisted) {
+	fenced := errors.Is(m.err, store.ErrFenced)
+	if m.err != nil && !fenced {
+		// The snapshot stays the truth in memory; the next write carries it
+		// (every write is the full snapshot at a higher rev).
+		d.log.Error("snapshot write failed", "rev", d.rev, "err", m.err)
+	}
+	for _, o := range d.release {
+		if o.wseq == m.wseq {
+			o.done = true
+			if fenced {
+				// The session lives on another node now: this rev was
+				// never written, so it is neither published nor acked.
+				o.commit = nil
+				if o.result != nil {
+					o.result = &pb.CommandResult{Correlation: o.result.Correlation,
+						Refused: pb.Err("session_moved", "the session moved to another node; send the command again")}
 				}
 			}
 		}
-		d.flush(ctx)
-	case *actor.Stopping:
-		for _, p := range d.queue {
-			d.reply(ctx, p.sender, d.result(p.cmd, surfaceFail(agentproc.CodeAgentUnavailable, "the session is stopping")))
-		}
-		d.queue = nil
-		if d.inflight != nil {
-			d.inflight.timer.Stop()
-			d.reply(ctx, d.inflight.sender, d.result(d.inflight.cmd, surfaceFail(agentproc.CodeAgentUnavailable, "the session is stopping")))
-			d.inflight = nil
-		}
+	}
+	d.flush(ctx)
+}
+
+// stopping answers every command still waiting: the session is going.
+func (d *domainActor) stopping(ctx actor.Context) {
+	for _, p := range d.queue {
+		d.reply(ctx, p.sender, d.result(p.cmd, surfaceFail(agentproc.CodeAgentUnavailable, "the session is stopping")))
+	}
+	d.queue = nil
+	if d.inflight != nil {
+		d.inflight.timer.Stop()
+		d.reply(ctx, d.inflight.sender, d.result(d.inflight.cmd, surfaceFail(agentproc.CodeAgentUnavailable, "the session is stopping")))
+		d.inflight = nil
 	}
 }
 
@@ -379,15 +408,40 @@ func (d *domainActor) commit(ctx actor.Context, snap json.RawMessage, sender *ac
 		sender: sender, result: res, wseq: wseq,
 		commit: &pb.StateCommitted{Key: d.key, Value: snap, Rev: d.rev},
 	})
-	self := ctx.Self()
-	root := ctx.ActorSystem().Root
-	d.cfg.Writer.Submit(store.Op{
+	op := store.Op{
 		SessionID: d.cfg.SessionID,
 		Fence:     d.cfg.Fence,
 		KV:        []store.KV{{Key: d.key, Value: snap, Rev: d.rev}},
-		Done:      func(err error) { root.Send(self, &persisted{wseq: wseq, err: err}) },
-	})
+	}
+	if done, err := submit(ctx, d.cfg.Writer, op, func(err error) *persisted { return &persisted{wseq: wseq, err: err} }); done {
+		// Written before Submit returned (an in-memory store): release now
+		// rather than after a round trip through the mailbox.
+		d.persisted(ctx, &persisted{wseq: wseq, err: err})
+	}
 	d.log.Debug("surface committed", "rev", d.rev, "bytes", len(snap))
+}
+
+// submit hands op to the writer. When the write completes before Submit
+// returns it reports done with the write's error, and nothing is sent;
+// otherwise the outcome arrives later as the message msg makes.
+func submit[M any](ctx actor.Context, w *store.Writer, op store.Op, msg func(error) M) (done bool, err error) {
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	var state atomic.Int32 // 0 submitting, 1 Submit returned first, 2 Done ran first
+	var inlineErr error
+	op.Done = func(err error) {
+		if state.Load() == 0 {
+			inlineErr = err
+			if state.CompareAndSwap(0, 2) {
+				return
+			}
+		}
+		root.Send(self, msg(err))
+	}
+	w.Submit(op)
+	if state.CompareAndSwap(0, 1) {
+		return false, nil
+	}
+	return true, inlineErr
 }
 
 // respondAfterWrites answers a command that changed nothing, after the results
