@@ -4,7 +4,7 @@
 // The session actor and its domain actors are the only writers of a session's
 // rows; the store does not arbitrate between writers, it keeps what they wrote.
 // Between nodes sharing a store, a Leaser's leases say which node's actors
-// those are, and a write fenced with WithFence fails once the session's lease
+// those are, and a write made under a Fence fails once the session's lease
 // has moved on, so that a stale node cannot commit.
 // A KV write never lowers a key's rev: PutKV ignores an entry whose rev is not
 // above the stored one, so a late write-behind can never move a key backwards.
@@ -127,6 +127,12 @@ type KV struct {
 // Store is the persistence of sessions. Implementations are safe for
 // concurrent use. Every write call is atomic: all of it is kept or none.
 // The conformance suite in package storetest pins down the behaviour below.
+//
+// The writes of an existing session (UpdateSession, AppendTranscript,
+// PutKV) take the Fence they are made under: zero on a single node, the
+// session's lease token in a cluster. Under a fence that is no longer
+// current they write nothing and fail with ErrFenced (see Fence).
+// CreateSession is never fenced: a taken id fails with ErrExists anyway.
 type Store interface {
 	// CreateSession stores a new session; ErrExists if its id is taken.
 	CreateSession(ctx context.Context, s Session) error
@@ -135,7 +141,7 @@ type Store interface {
 	// UpdateSession sets the non-nil fields and moves Updated forward (to now,
 	// or 1 ms past the stored value if the clock has not passed it), so an
 	// empty update marks the session as active. ErrNotFound for an unknown id.
-	UpdateSession(ctx context.Context, id string, u SessionUpdate) error
+	UpdateSession(ctx context.Context, id string, fence Fence, u SessionUpdate) error
 	// ListSessions returns a page of the owner's sessions, newest Updated
 	// first (ties broken by id). nextCursor is empty on the last page. Paging
 	// is keyset-based: a session not updated while paging is seen exactly
@@ -146,7 +152,7 @@ type Store interface {
 
 	// AppendTranscript adds entries after the session's existing ones, in
 	// order. ErrNotFound for an unknown session.
-	AppendTranscript(ctx context.Context, sessionID string, entries []Entry) error
+	AppendTranscript(ctx context.Context, sessionID string, fence Fence, entries []Entry) error
 	// Transcript returns every entry of the session in append order;
 	// ErrNotFound for an unknown session.
 	Transcript(ctx context.Context, sessionID string) ([]Entry, error)
@@ -154,7 +160,7 @@ type Store interface {
 	// PutKV writes entries in order; an entry whose rev is not above the
 	// stored rev of its key (tombstones included) is skipped. Values come back
 	// from LoadKV byte-identical. ErrNotFound for an unknown session.
-	PutKV(ctx context.Context, sessionID string, entries []KV) error
+	PutKV(ctx context.Context, sessionID string, fence Fence, entries []KV) error
 	// LoadKV returns every entry of the session, tombstones included, in key
 	// order; ErrNotFound for an unknown session.
 	LoadKV(ctx context.Context, sessionID string) ([]KV, error)
@@ -236,27 +242,16 @@ func CheckLeaseTTL(ttl time.Duration) error {
 	return nil
 }
 
-// Fence is the lease token a session's writes are made under: they succeed
-// only while it is the session's current lease token. The zero Fence is no
-// fence at all (a single node, where nobody else writes the session).
+// Fence is the lease token a session's writes are made under, passed to
+// every write of an existing session (PutKV, AppendTranscript,
+// UpdateSession).
+//
+// The zero Fence is no fence at all: the write is not checked (a single
+// node, where nobody else writes the session). Any other Fence, a negative
+// one included, makes the write succeed only while it is the session's
+// current lease token (see Leaser); otherwise the write fails with an error
+// wrapping ErrFenced and writes nothing. The check is atomic with the write.
+// A stale fence fails a write before its session is looked up: ErrFenced
+// even for a session that does not exist. Arguments are checked before the
+// fence: a bad one is ErrInvalid under any fence.
 type Fence int64
-
-type fenceKey struct{}
-
-// WithFence returns a context under which every write of a session
-// (PutKV, AppendTranscript, UpdateSession) succeeds only while token is that
-// session's current lease token; otherwise it fails with an error wrapping
-// ErrFenced and writes nothing. The check is atomic with the write. Writes
-// without a fence are not checked (a single node); CreateSession never is
-// (a taken id fails with ErrExists anyway). A stale fence fails a write
-// before its session is looked up: ErrFenced even for a session that does
-// not exist.
-func WithFence(ctx context.Context, token int64) context.Context {
-	return context.WithValue(ctx, fenceKey{}, token)
-}
-
-// FenceOf returns the token WithFence put in ctx.
-func FenceOf(ctx context.Context) (int64, bool) {
-	token, ok := ctx.Value(fenceKey{}).(int64)
-	return token, ok
-}

@@ -43,7 +43,7 @@ func populate(t *testing.T, dir string) string {
 		if err := s.CreateSession(ctx, store.Session{ID: id, Owner: "alice", Title: strings.Repeat("t", 100)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.PutKV(ctx, id, []store.KV{{Key: "k", Value: []byte(`"` + strings.Repeat("v", 500) + `"`), Rev: 1}}); err != nil {
+		if err := s.PutKV(ctx, id, 0, []store.KV{{Key: "k", Value: []byte(`"` + strings.Repeat("v", 500) + `"`), Rev: 1}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -44,14 +44,14 @@ func benchPutKVFenced(b *testing.B, open func(b *testing.B) store.Store) {
 	must(b, s.CreateSession(ctx, store.Session{ID: "bench", Owner: "alice"}))
 	l, err := ls.AcquireLease(ctx, "bench", "node-a", time.Hour)
 	must(b, err)
-	fenced := store.WithFence(ctx, l.Token)
+	fence := store.Fence(l.Token)
 	b.SetBytes(int64(len(value1KiB)))
 	b.ReportAllocs()
 	rev := uint64(0)
 	cpu := startCPU()
 	for b.Loop() {
 		rev++
-		if err := s.PutKV(fenced, "bench", []store.KV{{Key: "surface:canvas", Value: value1KiB, Rev: rev}}); err != nil {
+		if err := s.PutKV(ctx, "bench", fence, []store.KV{{Key: "surface:canvas", Value: value1KiB, Rev: rev}}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -143,7 +143,7 @@ func benchPutKV(b *testing.B, open func(b *testing.B) store.Store) {
 	cpu := startCPU()
 	for b.Loop() {
 		rev++
-		if err := s.PutKV(ctx, "bench", []store.KV{{Key: "surface:canvas", Value: value1KiB, Rev: rev}}); err != nil {
+		if err := s.PutKV(ctx, "bench", 0, []store.KV{{Key: "surface:canvas", Value: value1KiB, Rev: rev}}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -170,7 +170,7 @@ func benchPutKVParallel(b *testing.B, open func(b *testing.B) store.Store, gorou
 		rev := uint64(0)
 		for pb.Next() {
 			rev++
-			if err := s.PutKV(ctx, id, []store.KV{{Key: "surface:canvas", Value: value1KiB, Rev: rev}}); err != nil {
+			if err := s.PutKV(ctx, id, 0, []store.KV{{Key: "surface:canvas", Value: value1KiB, Rev: rev}}); err != nil {
 				b.Error(err)
 				return
 			}
@@ -195,7 +195,7 @@ func benchAppend(b *testing.B, open func(b *testing.B) store.Store, batch int) {
 	b.ReportAllocs()
 	cpu := startCPU()
 	for b.Loop() {
-		if err := s.AppendTranscript(ctx, "bench", entries); err != nil {
+		if err := s.AppendTranscript(ctx, "bench", 0, entries); err != nil {
 			b.Fatal(err)
 		}
 	}

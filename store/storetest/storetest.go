@@ -86,16 +86,16 @@ func RunDurable(t *testing.T, newStorage func(t *testing.T) (open func(t *testin
 		must(t, s.CreateSession(ctx, sess))
 	}
 	entries := sampleEntries(5)
-	must(t, s.AppendTranscript(ctx, "dur-1", entries[:3]))
-	must(t, s.AppendTranscript(ctx, "dur-1", entries[3:]))
+	must(t, s.AppendTranscript(ctx, "dur-1", 0, entries[:3]))
+	must(t, s.AppendTranscript(ctx, "dur-1", 0, entries[3:]))
 	kvs := []store.KV{
 		{Key: "surface:canvas", Value: []byte(`{"shapes": [1, 2, 3]}`), Rev: 7},
 		{Key: "canvas.model", Value: []byte(`"big"`), Rev: 2},
 		{Key: "gone", Rev: 9, Deleted: true},
 	}
-	must(t, s.PutKV(ctx, "dur-1", kvs))
+	must(t, s.PutKV(ctx, "dur-1", 0, kvs))
 	title := "renamed"
-	must(t, s.UpdateSession(ctx, "dur-2", store.SessionUpdate{Title: &title}))
+	must(t, s.UpdateSession(ctx, "dur-2", 0, store.SessionUpdate{Title: &title}))
 	sessions[1], _ = s.GetSession(ctx, "dur-2")
 	held, err := leaser(t, s).AcquireLease(ctx, "dur-1", "node-a", time.Hour)
 	must(t, err)
@@ -132,18 +132,18 @@ func RunDurable(t *testing.T, newStorage func(t *testing.T) (open func(t *testin
 	if l, err := leaser(t, s).AcquireLease(ctx, "dur-2", "node-b", time.Hour); err != nil || l.Token <= released.Token {
 		t.Errorf("after reopen, acquire of a released lease: %+v, %v; want a token above %d", l, err, released.Token)
 	}
-	if err := s.UpdateSession(store.WithFence(ctx, released.Token), "dur-2", store.SessionUpdate{}); !errors.Is(err, store.ErrFenced) {
+	if err := s.UpdateSession(ctx, "dur-2", store.Fence(released.Token), store.SessionUpdate{}); !errors.Is(err, store.ErrFenced) {
 		t.Errorf("after reopen, a write under a released token: %v, want ErrFenced", err)
 	}
 
 	// Revs and sequence numbers continue where they were.
-	must(t, s.PutKV(ctx, "dur-1", []store.KV{
+	must(t, s.PutKV(ctx, "dur-1", 0, []store.KV{
 		{Key: "surface:canvas", Value: []byte(`{"stale":true}`), Rev: 7},
 		{Key: "gone", Value: []byte(`"back"`), Rev: 9},
 		{Key: "canvas.model", Value: []byte(`"small"`), Rev: 3},
 	}))
 	more := sampleEntries(2)
-	must(t, s.AppendTranscript(store.WithFence(ctx, held.Token), "dur-1", more))
+	must(t, s.AppendTranscript(ctx, "dur-1", store.Fence(held.Token), more))
 	must(t, s.Close())
 
 	s = open(t)
@@ -229,9 +229,9 @@ func testInvalidArguments(t *testing.T, s store.Store) {
 	for name, id := range badIDs {
 		calls := map[string]error{
 			"CreateSession":    s.CreateSession(ctx, store.Session{ID: id, Owner: "alice"}),
-			"UpdateSession":    s.UpdateSession(ctx, id, store.SessionUpdate{}),
-			"AppendTranscript": s.AppendTranscript(ctx, id, []store.Entry{{Role: "user", Text: "x"}}),
-			"PutKV":            s.PutKV(ctx, id, []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}),
+			"UpdateSession":    s.UpdateSession(ctx, id, 0, store.SessionUpdate{}),
+			"AppendTranscript": s.AppendTranscript(ctx, id, 0, []store.Entry{{Role: "user", Text: "x"}}),
+			"PutKV":            s.PutKV(ctx, id, 0, []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}),
 		}
 		_, calls["GetSession"] = s.GetSession(ctx, id)
 		_, calls["Transcript"] = s.Transcript(ctx, id)
@@ -261,7 +261,7 @@ func testInvalidArguments(t *testing.T, s store.Store) {
 		"nil value":    {Key: "k", Rev: 1},
 	}
 	for name, kv := range badKV {
-		if err := s.PutKV(ctx, "ok", []store.KV{kv}); !errors.Is(err, store.ErrInvalid) {
+		if err := s.PutKV(ctx, "ok", 0, []store.KV{kv}); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("PutKV %s: err = %v, want ErrInvalid", name, err)
 		}
 	}
@@ -272,7 +272,7 @@ func testInvalidArguments(t *testing.T, s store.Store) {
 		"prompt id too high":   {Role: "user", PromptID: math.MaxInt64 + 1},
 	}
 	for name, e := range badEntries {
-		if err := s.AppendTranscript(ctx, "ok", []store.Entry{e}); !errors.Is(err, store.ErrInvalid) {
+		if err := s.AppendTranscript(ctx, "ok", 0, []store.Entry{e}); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("AppendTranscript %s: err = %v, want ErrInvalid", name, err)
 		}
 	}
@@ -284,14 +284,14 @@ func testInvalidArguments(t *testing.T, s store.Store) {
 		t.Errorf("refused writes left %d kv entries and %d transcript entries", len(kv), len(tr))
 	}
 	// The highest rev a store can hold is accepted.
-	must(t, s.PutKV(ctx, "ok", []store.KV{{Key: "max", Value: []byte("1"), Rev: math.MaxInt64}}))
+	must(t, s.PutKV(ctx, "ok", 0, []store.KV{{Key: "max", Value: []byte("1"), Rev: math.MaxInt64}}))
 	kv, err = s.LoadKV(ctx, "ok")
 	must(t, err)
 	if len(kv) != 1 || kv[0].Rev != math.MaxInt64 {
 		t.Errorf("rev MaxInt64 came back as %+v", kv)
 	}
 	maxIDs := []store.Entry{{Role: "user", TurnID: math.MaxInt64, PromptID: math.MaxInt64, At: ms(1)}}
-	must(t, s.AppendTranscript(ctx, "ok", maxIDs))
+	must(t, s.AppendTranscript(ctx, "ok", 0, maxIDs))
 	tr, err = s.Transcript(ctx, "ok")
 	must(t, err)
 	equalEntries(t, tr, maxIDs)
@@ -319,7 +319,7 @@ func testUpdate(t *testing.T, s store.Store) {
 	for _, st := range steps {
 		// Several updates inside one millisecond must still move Updated.
 		for range 3 {
-			must(t, s.UpdateSession(ctx, "u", st.u))
+			must(t, s.UpdateSession(ctx, "u", 0, st.u))
 			got, err := s.GetSession(ctx, "u")
 			must(t, err)
 			st.want(&want)
@@ -335,14 +335,14 @@ func testUpdate(t *testing.T, s store.Store) {
 	// A session whose Updated is ahead of the clock still moves forward.
 	future := ms(time.Now().Add(time.Hour).UnixMilli())
 	must(t, s.CreateSession(ctx, store.Session{ID: "future", Owner: "alice", Created: created, Updated: future}))
-	must(t, s.UpdateSession(ctx, "future", store.SessionUpdate{}))
+	must(t, s.UpdateSession(ctx, "future", 0, store.SessionUpdate{}))
 	got, err := s.GetSession(ctx, "future")
 	must(t, err)
 	if want := future.Add(time.Millisecond); !got.Updated.Equal(want) {
 		t.Errorf("Updated ahead of the clock: got %v, want %v", got.Updated, want)
 	}
 
-	if err := s.UpdateSession(ctx, "nope", store.SessionUpdate{Title: &title}); !errors.Is(err, store.ErrNotFound) {
+	if err := s.UpdateSession(ctx, "nope", 0, store.SessionUpdate{Title: &title}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("update unknown id: err = %v, want ErrNotFound", err)
 	}
 }
@@ -485,7 +485,7 @@ func testListStableUnderUpdates(t *testing.T, s store.Store) {
 		}
 		// One session of this page and one far ahead of it move to the front.
 		for _, id := range []string{got[0].ID, fmt.Sprintf("st%02d", (page*5)%n)} {
-			must(t, s.UpdateSession(ctx, id, store.SessionUpdate{Title: &title}))
+			must(t, s.UpdateSession(ctx, id, 0, store.SessionUpdate{Title: &title}))
 			updated[id] = true
 		}
 		if next == "" {
@@ -529,7 +529,7 @@ func testListConcurrentUpdates(t *testing.T, s store.Store) {
 			default:
 			}
 			// Only even sessions are ever updated.
-			if err := s.UpdateSession(ctx, fmt.Sprintf("c%03d", (i*2)%n), store.SessionUpdate{}); err != nil {
+			if err := s.UpdateSession(ctx, fmt.Sprintf("c%03d", (i*2)%n), 0, store.SessionUpdate{}); err != nil {
 				done <- err
 				return
 			}
@@ -630,16 +630,16 @@ func testTranscript(t *testing.T, s store.Store) {
 	}
 	want := sampleEntries(12)
 	for _, batch := range [][2]int{{0, 3}, {3, 4}, {4, 4}, {4, 12}} {
-		must(t, s.AppendTranscript(ctx, "t", want[batch[0]:batch[1]]))
+		must(t, s.AppendTranscript(ctx, "t", 0, want[batch[0]:batch[1]]))
 	}
-	must(t, s.AppendTranscript(ctx, "t", nil))
+	must(t, s.AppendTranscript(ctx, "t", 0, nil))
 	got, err = s.Transcript(ctx, "t")
 	must(t, err)
 	equalEntries(t, got, want)
 
 	// The caller's slices are not kept: changing them later changes nothing.
 	args := []byte(`{"a":1}`)
-	must(t, s.AppendTranscript(ctx, "t", []store.Entry{{Role: "tool", ToolArgs: args, At: want[0].At}}))
+	must(t, s.AppendTranscript(ctx, "t", 0, []store.Entry{{Role: "tool", ToolArgs: args, At: want[0].At}}))
 	copy(args, `{"b":2}`)
 	got, err = s.Transcript(ctx, "t")
 	must(t, err)
@@ -655,17 +655,17 @@ func testTranscript(t *testing.T, s store.Store) {
 
 	// Zero At means now.
 	before := time.Now().Truncate(time.Millisecond)
-	must(t, s.AppendTranscript(ctx, "t", []store.Entry{{Role: "user", Text: "now"}}))
+	must(t, s.AppendTranscript(ctx, "t", 0, []store.Entry{{Role: "user", Text: "now"}}))
 	got, err = s.Transcript(ctx, "t")
 	must(t, err)
 	if at := got[len(got)-1].At; at.Before(before) || at.After(time.Now()) || at.Location() != time.UTC {
 		t.Errorf("zero At became %v, want now in UTC", at)
 	}
 
-	if err := s.AppendTranscript(ctx, "nope", want[:1]); !errors.Is(err, store.ErrNotFound) {
+	if err := s.AppendTranscript(ctx, "nope", 0, want[:1]); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("append to unknown session: err = %v, want ErrNotFound", err)
 	}
-	if err := s.AppendTranscript(ctx, "nope", nil); !errors.Is(err, store.ErrNotFound) {
+	if err := s.AppendTranscript(ctx, "nope", 0, nil); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("append nothing to unknown session: err = %v, want ErrNotFound", err)
 	}
 	if _, err := s.Transcript(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
@@ -687,7 +687,7 @@ func testTranscriptLargeText(t *testing.T, s store.Store) {
 		{Role: "tool", ToolCallID: "c", ToolName: "read", ToolResult: result, At: ms(2)},
 		{Role: "user", Text: "small", Via: "acp", At: ms(3)},
 	}
-	must(t, s.AppendTranscript(ctx, "big", want))
+	must(t, s.AppendTranscript(ctx, "big", 0, want))
 	got, err := s.Transcript(ctx, "big")
 	must(t, err)
 	equalEntries(t, got, want)
@@ -702,10 +702,10 @@ func testTranscriptIsolation(t *testing.T, s store.Store) {
 	var wantA, wantB []store.Entry
 	for i, e := range all {
 		if i%3 == 0 {
-			must(t, s.AppendTranscript(ctx, "iso-b", []store.Entry{e}))
+			must(t, s.AppendTranscript(ctx, "iso-b", 0, []store.Entry{e}))
 			wantB = append(wantB, e)
 		} else {
-			must(t, s.AppendTranscript(ctx, "iso-a", []store.Entry{e}))
+			must(t, s.AppendTranscript(ctx, "iso-a", 0, []store.Entry{e}))
 			wantA = append(wantA, e)
 		}
 	}
@@ -724,9 +724,9 @@ func testTranscriptBadBatch(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	must(t, s.CreateSession(ctx, store.Session{ID: "tb", Owner: "alice"}))
 	good := sampleEntries(3)
-	must(t, s.AppendTranscript(ctx, "tb", good[:1]))
+	must(t, s.AppendTranscript(ctx, "tb", 0, good[:1]))
 	batch := append(slices.Clone(good[1:]), store.Entry{Role: "tool", ToolResult: []byte(`{"half":`)})
-	if err := s.AppendTranscript(ctx, "tb", batch); !errors.Is(err, store.ErrInvalid) {
+	if err := s.AppendTranscript(ctx, "tb", 0, batch); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("batch with a bad entry: err = %v, want ErrInvalid", err)
 	}
 	got, err := s.Transcript(ctx, "tb")
@@ -742,7 +742,7 @@ func testKV(t *testing.T, s store.Store) {
 	if len(got) != 0 {
 		t.Errorf("new session has kv %+v", got)
 	}
-	must(t, s.PutKV(ctx, "kv", []store.KV{
+	must(t, s.PutKV(ctx, "kv", 0, []store.KV{
 		{Key: "surface:canvas", Value: []byte(`{"v":1}`), Rev: 1},
 		{Key: "canvas.model", Value: []byte(`"a"`), Rev: 10},
 	}))
@@ -759,7 +759,7 @@ func testKV(t *testing.T, s store.Store) {
 		{store.KV{Key: "new", Value: []byte(`1`), Rev: 0}, store.KV{Key: "new", Value: []byte(`null`), Rev: 0}},
 	}
 	for _, st := range steps {
-		must(t, s.PutKV(ctx, "kv", []store.KV{st.put}))
+		must(t, s.PutKV(ctx, "kv", 0, []store.KV{st.put}))
 		got, err := s.LoadKV(ctx, "kv")
 		must(t, err)
 		i := slices.IndexFunc(got, func(e store.KV) bool { return e.Key == st.want.Key })
@@ -775,10 +775,10 @@ func testKV(t *testing.T, s store.Store) {
 		t.Errorf("LoadKV keys = %v, want them sorted", keys)
 	}
 
-	if err := s.PutKV(ctx, "nope", []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}); !errors.Is(err, store.ErrNotFound) {
+	if err := s.PutKV(ctx, "nope", 0, []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("put to unknown session: err = %v, want ErrNotFound", err)
 	}
-	if err := s.PutKV(ctx, "nope", nil); !errors.Is(err, store.ErrNotFound) {
+	if err := s.PutKV(ctx, "nope", 0, nil); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("put nothing to unknown session: err = %v, want ErrNotFound", err)
 	}
 	if _, err := s.LoadKV(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
@@ -789,7 +789,7 @@ func testKV(t *testing.T, s store.Store) {
 func testKVTombstones(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	must(t, s.CreateSession(ctx, store.Session{ID: "tomb", Owner: "alice"}))
-	must(t, s.PutKV(ctx, "tomb", []store.KV{{Key: "k", Value: []byte(`"v"`), Rev: 3}}))
+	must(t, s.PutKV(ctx, "tomb", 0, []store.KV{{Key: "k", Value: []byte(`"v"`), Rev: 3}}))
 	steps := []struct {
 		put  store.KV
 		want store.KV
@@ -807,7 +807,7 @@ func testKVTombstones(t *testing.T, s store.Store) {
 		{store.KV{Key: "fresh", Rev: 2, Deleted: true}, store.KV{Key: "fresh", Rev: 2, Deleted: true}},
 	}
 	for _, st := range steps {
-		must(t, s.PutKV(ctx, "tomb", []store.KV{st.put}))
+		must(t, s.PutKV(ctx, "tomb", 0, []store.KV{st.put}))
 		got, err := s.LoadKV(ctx, "tomb")
 		must(t, err)
 		i := slices.IndexFunc(got, func(e store.KV) bool { return e.Key == st.want.Key })
@@ -822,7 +822,7 @@ func testKVTombstones(t *testing.T, s store.Store) {
 func testKVBatchOrder(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	must(t, s.CreateSession(ctx, store.Session{ID: "batch", Owner: "alice"}))
-	must(t, s.PutKV(ctx, "batch", []store.KV{
+	must(t, s.PutKV(ctx, "batch", 0, []store.KV{
 		{Key: "a", Value: []byte("1"), Rev: 1},
 		{Key: "a", Value: []byte("3"), Rev: 3},
 		{Key: "a", Value: []byte("2"), Rev: 2},
@@ -857,7 +857,7 @@ func testKVBytesIdentical(t *testing.T, s store.Store) {
 	for k, v := range values {
 		put = append(put, store.KV{Key: k, Value: []byte(v), Rev: 1})
 	}
-	must(t, s.PutKV(ctx, "bytes", put))
+	must(t, s.PutKV(ctx, "bytes", 0, put))
 	for _, e := range put {
 		e.Value[0] = '#' // the store must not keep the caller's slice
 	}
@@ -885,8 +885,8 @@ func testKVIsolation(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	must(t, s.CreateSession(ctx, store.Session{ID: "ka", Owner: "alice"}))
 	must(t, s.CreateSession(ctx, store.Session{ID: "kb", Owner: "alice"}))
-	must(t, s.PutKV(ctx, "ka", []store.KV{{Key: "k", Value: []byte(`"a"`), Rev: 5}}))
-	must(t, s.PutKV(ctx, "kb", []store.KV{{Key: "k", Value: []byte(`"b"`), Rev: 1}}))
+	must(t, s.PutKV(ctx, "ka", 0, []store.KV{{Key: "k", Value: []byte(`"a"`), Rev: 5}}))
+	must(t, s.PutKV(ctx, "kb", 0, []store.KV{{Key: "k", Value: []byte(`"b"`), Rev: 1}}))
 	a, err := s.LoadKV(ctx, "ka")
 	must(t, err)
 	b, err := s.LoadKV(ctx, "kb")
@@ -898,8 +898,8 @@ func testKVIsolation(t *testing.T, s store.Store) {
 func testKVBadBatch(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	must(t, s.CreateSession(ctx, store.Session{ID: "kbad", Owner: "alice"}))
-	must(t, s.PutKV(ctx, "kbad", []store.KV{{Key: "a", Value: []byte("1"), Rev: 1}}))
-	err := s.PutKV(ctx, "kbad", []store.KV{
+	must(t, s.PutKV(ctx, "kbad", 0, []store.KV{{Key: "a", Value: []byte("1"), Rev: 1}}))
+	err := s.PutKV(ctx, "kbad", 0, []store.KV{
 		{Key: "a", Value: []byte("2"), Rev: 2},
 		{Key: "b", Value: []byte("2"), Rev: 2},
 		{Key: "c", Value: []byte("not json"), Rev: 2},
@@ -928,7 +928,7 @@ func testKVConcurrentRevs(t *testing.T, s store.Store) {
 				if w%2 == 1 {
 					rev = uint64((perWriter-1-i)*writers + w + 1)
 				}
-				if err := s.PutKV(ctx, "race", []store.KV{{Key: "k", Value: []byte(fmt.Sprint(rev)), Rev: rev}}); err != nil {
+				if err := s.PutKV(ctx, "race", 0, []store.KV{{Key: "k", Value: []byte(fmt.Sprint(rev)), Rev: rev}}); err != nil {
 					errs <- err
 					return
 				}
@@ -961,20 +961,20 @@ func testConcurrency(t *testing.T, s store.Store) {
 					return err
 				}
 				for r := range rounds {
-					if err := s.AppendTranscript(ctx, id, []store.Entry{
+					if err := s.AppendTranscript(ctx, id, 0, []store.Entry{
 						{Role: "user", Text: fmt.Sprintf("%s/%d/a", id, r), At: ms(int64(r))},
 						{Role: "assistant", Text: fmt.Sprintf("%s/%d/b", id, r), At: ms(int64(r))},
 					}); err != nil {
 						return err
 					}
-					if err := s.PutKV(ctx, id, []store.KV{
+					if err := s.PutKV(ctx, id, 0, []store.KV{
 						{Key: "shared.name", Value: []byte(fmt.Sprintf(`"%s"`, id)), Rev: uint64(r + 1)},
 						{Key: fmt.Sprintf("own.%d", r%4), Value: []byte(fmt.Sprint(r)), Rev: uint64(r + 1)},
 					}); err != nil {
 						return err
 					}
 					status := fmt.Sprintf("round-%d", r)
-					if err := s.UpdateSession(ctx, id, store.SessionUpdate{Status: &status}); err != nil {
+					if err := s.UpdateSession(ctx, id, 0, store.SessionUpdate{Status: &status}); err != nil {
 						return err
 					}
 					if _, _, err := s.ListSessions(ctx, store.ListQuery{Owner: fmt.Sprintf("owner-%d", r%3), Limit: 5}); err != nil {
@@ -1049,10 +1049,10 @@ func testCanceledContext(t *testing.T, s store.Store) {
 	must(t, s.CreateSession(context.Background(), store.Session{ID: "ctx", Owner: "alice"}))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := s.PutKV(ctx, "ctx", []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}); !errors.Is(err, context.Canceled) {
+	if err := s.PutKV(ctx, "ctx", 0, []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}); !errors.Is(err, context.Canceled) {
 		t.Errorf("PutKV with a canceled context: err = %v, want context.Canceled", err)
 	}
-	if err := s.AppendTranscript(ctx, "ctx", []store.Entry{{Role: "user"}}); !errors.Is(err, context.Canceled) {
+	if err := s.AppendTranscript(ctx, "ctx", 0, []store.Entry{{Role: "user"}}); !errors.Is(err, context.Canceled) {
 		t.Errorf("AppendTranscript with a canceled context: err = %v, want context.Canceled", err)
 	}
 	if _, err := s.GetSession(ctx, "ctx"); !errors.Is(err, context.Canceled) {
@@ -1080,11 +1080,11 @@ func testClose(t *testing.T, s store.Store) {
 	for name, err := range map[string]error{
 		"CreateSession":    s.CreateSession(ctx, store.Session{ID: "d", Owner: "alice"}),
 		"GetSession":       getErr,
-		"UpdateSession":    s.UpdateSession(ctx, "c", store.SessionUpdate{}),
+		"UpdateSession":    s.UpdateSession(ctx, "c", 0, store.SessionUpdate{}),
 		"ListSessions":     listErr,
-		"AppendTranscript": s.AppendTranscript(ctx, "c", []store.Entry{{Role: "user"}}),
+		"AppendTranscript": s.AppendTranscript(ctx, "c", 0, []store.Entry{{Role: "user"}}),
 		"Transcript":       trErr,
-		"PutKV":            s.PutKV(ctx, "c", []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}),
+		"PutKV":            s.PutKV(ctx, "c", 0, []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}),
 		"LoadKV":           kvErr,
 		"AcquireLease":     acqErr,
 		"RenewLease":       renErr,
