@@ -31,9 +31,10 @@ var ErrBadCursor = errors.New("store: malformed cursor")
 
 // ErrInvalid is wrapped by the error returned for an argument the store
 // refuses before touching anything: an empty or over-long session id, a
-// session without owner, a KV entry without key, a rev, turn or prompt id
-// above math.MaxInt64, bytes that should be JSON and are not, a negative
-// list limit, a lease without node or with a ttl under a millisecond.
+// session, list query or count query without owner, a KV entry without key,
+// a rev, turn or prompt id above math.MaxInt64, bytes that should be JSON
+// and are not, a negative list limit, a lease without node or with a ttl
+// under a millisecond.
 //
 // Every other string (owner, title, transcript text, KV key, ...) is kept
 // byte for byte, NUL and invalid UTF-8 included.
@@ -100,6 +101,22 @@ type ListQuery struct {
 	Limit  int // 0 means 50; at most 500
 }
 
+// StatusEnded is the Status of a session that has ended for good. The store
+// keeps Status as the caller wrote it; only CountQuery.ExcludeEnded gives
+// this one value a meaning. The SQL stores' schemas hold it (an index of
+// the sessions that have not ended), so it never changes.
+const StatusEnded = "ended"
+
+// CountQuery selects the sessions CountSessions counts. Owner is required;
+// Agent filters when set. ExcludeEnded counts only the sessions that have
+// not ended, those whose Status is not exactly StatusEnded (a quota of live
+// sessions); the zero value counts every status.
+type CountQuery struct {
+	Owner        string
+	Agent        string
+	ExcludeEnded bool
+}
+
 // Entry is one transcript entry.
 type Entry struct {
 	Role       string // user, assistant, thinking, tool
@@ -149,6 +166,12 @@ type Store interface {
 	// twice but may be missed. A cursor the store did not produce fails with
 	// an error wrapping ErrBadCursor.
 	ListSessions(ctx context.Context, q ListQuery) (sessions []Session, nextCursor string, err error)
+	// CountSessions returns how many of the owner's sessions q selects: one
+	// query served by an index, not a walk through the listing. The SQL
+	// stores index the sessions that have not ended apart, so that a quota
+	// check with ExcludeEnded reads none of an owner's ended sessions,
+	// however many there are.
+	CountSessions(ctx context.Context, q CountQuery) (int, error)
 
 	// AppendTranscript adds entries after the session's existing ones, in
 	// order. ErrNotFound for an unknown session.

@@ -160,6 +160,30 @@ func (m *Store) ListSessions(ctx context.Context, q store.ListQuery) ([]store.Se
 	return page, encodeCursor(keyOf(page[limit-1])), nil
 }
 
+// CountSessions implements store.Store. It scans every session of the
+// store, as ListSessions does.
+func (m *Store) CountSessions(ctx context.Context, q store.CountQuery) (int, error) {
+	if err := store.CheckCountQuery(q); err != nil {
+		return 0, fmt.Errorf("memstore: count sessions: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("memstore: count sessions: %w", err)
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return 0, store.ErrClosed
+	}
+	n := 0
+	for _, rec := range m.sessions {
+		s := &rec.s
+		if s.Owner == q.Owner && (q.Agent == "" || s.Agent == q.Agent) && !(q.ExcludeEnded && s.Status == store.StatusEnded) {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // listed is a session in the heap of ListSessions.
 type listed struct {
 	key listKey

@@ -205,6 +205,33 @@ func (s *Store) ListSessions(ctx context.Context, q store.ListQuery) ([]store.Se
 	return page, encodeCursor(last.Updated.UnixMilli(), last.ID), nil
 }
 
+// CountSessions implements store.Store: one SELECT count(*), served by
+// the partial index sessions_live_by_owner_agent when it excludes ended
+// sessions, else by sessions_by_owner_updated.
+func (s *Store) CountSessions(ctx context.Context, q store.CountQuery) (int, error) {
+	const op = "count sessions"
+	if err := s.begin(ctx, op, ""); err != nil {
+		return 0, err
+	}
+	if err := store.CheckCountQuery(q); err != nil {
+		return 0, s.fail(ctx, op, "", err)
+	}
+	bits := 0
+	args := []any{bytesOf(q.Owner)}
+	if q.Agent != "" {
+		bits |= countByAgent
+		args = append(args, bytesOf(q.Agent))
+	}
+	if q.ExcludeEnded {
+		bits |= countExcludeEnded
+	}
+	var n int64
+	if err := s.pool.QueryRow(ctx, s.q.count[bits], args...).Scan(&n); err != nil {
+		return 0, s.fail(ctx, op, "", err)
+	}
+	return int(n), nil
+}
+
 // AppendTranscript implements store.Store: one statement, whatever the
 // number of entries. A zero At is the server's now.
 func (s *Store) AppendTranscript(ctx context.Context, sessionID string, fence store.Fence, entries []store.Entry) error {

@@ -171,6 +171,33 @@ func (s *Store) ListSessions(ctx context.Context, q store.ListQuery) ([]store.Se
 	return page, encodeCursor(last.Updated.UnixMilli(), last.ID), nil
 }
 
+// CountSessions implements store.Store: one SELECT count(*), served by
+// the partial index sessions_live_by_owner_agent when it excludes ended
+// sessions, else by sessions_by_owner_updated.
+func (s *Store) CountSessions(ctx context.Context, q store.CountQuery) (int, error) {
+	const op = "count sessions"
+	if s.closed.Load() {
+		return 0, store.ErrClosed
+	}
+	if err := store.CheckCountQuery(q); err != nil {
+		return 0, s.fail(op, "", err)
+	}
+	bits := 0
+	args := []any{q.Owner}
+	if q.Agent != "" {
+		bits |= countByAgent
+		args = append(args, q.Agent)
+	}
+	if q.ExcludeEnded {
+		bits |= countExcludeEnded
+	}
+	var n int
+	if err := s.st.count[bits].QueryRowContext(ctx, args...).Scan(&n); err != nil {
+		return 0, s.fail(op, "", err)
+	}
+	return n, nil
+}
+
 // AppendTranscript implements store.Store.
 func (s *Store) AppendTranscript(ctx context.Context, sessionID string, fence store.Fence, entries []store.Entry) error {
 	const op = "append transcript"

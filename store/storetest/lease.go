@@ -550,6 +550,13 @@ func testOddBytes(t *testing.T, s store.Store) {
 			t.Errorf("list %+q: %v, %v; want nothing", []string{q.Owner, q.Agent, q.Cwd}, idsOf(page), err)
 		}
 	}
+	checkCounts(t, s, "odd bytes", []countCase{
+		{store.CountQuery{Owner: odd}, 1},
+		{store.CountQuery{Owner: odd, Agent: sess.Agent, ExcludeEnded: true}, 1},
+		{store.CountQuery{Owner: "a"}, 0},
+		{store.CountQuery{Owner: "a\x00b"}, 0},
+		{store.CountQuery{Owner: odd, Agent: odd}, 0},
+	})
 	title, status := "\x00", "\xfe\xff"
 	must(t, s.UpdateSession(ctx, "odd", 0, store.SessionUpdate{Title: &title, Status: &status}))
 	got, err = s.GetSession(ctx, "odd")

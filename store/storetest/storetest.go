@@ -37,6 +37,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListStableUnderUpdates", testListStableUnderUpdates},
 		{"ListConcurrentUpdates", testListConcurrentUpdates},
 		{"ListBadCursor", testListBadCursor},
+		{"Count", testCount},
+		{"CountAfterUpdates", testCountAfterUpdates},
+		{"CountConcurrentUpdates", testCountConcurrentUpdates},
 		{"Transcript", testTranscript},
 		{"TranscriptLargeText", testTranscriptLargeText},
 		{"TranscriptIsolation", testTranscriptIsolation},
@@ -115,6 +118,11 @@ func RunDurable(t *testing.T, newStorage func(t *testing.T) (open func(t *testin
 	if ids := idsOf(page); !slices.Equal(ids, []string{"dur-2", "dur-1"}) {
 		t.Errorf("after reopen, list = %v, want [dur-2 dur-1]", ids)
 	}
+	checkCounts(t, s, "after reopen", []countCase{
+		{store.CountQuery{Owner: "alice"}, 2},
+		{store.CountQuery{Owner: "alice", ExcludeEnded: true}, 1},
+		{store.CountQuery{Owner: "bob", Agent: "hello", ExcludeEnded: true}, 1},
+	})
 	got, err := s.Transcript(ctx, "dur-1")
 	must(t, err)
 	equalEntries(t, got, entries)
@@ -253,6 +261,11 @@ func testInvalidArguments(t *testing.T, s store.Store) {
 	}
 	if _, _, err := s.ListSessions(ctx, store.ListQuery{Owner: "alice", Limit: -1}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("list with negative limit: err = %v, want ErrInvalid", err)
+	}
+	for _, q := range []store.CountQuery{{}, {Agent: "pi"}, {Agent: "pi", ExcludeEnded: true}} {
+		if n, err := s.CountSessions(ctx, q); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("count %+v without owner: %d, %v; want ErrInvalid", q, n, err)
+		}
 	}
 	badKV := map[string]store.KV{
 		"no key":       {Value: []byte("1"), Rev: 1},
@@ -597,6 +610,199 @@ func testListBadCursor(t *testing.T, s store.Store) {
 			t.Errorf("cursor %s: error %q does not say what is wrong", name, err)
 		}
 	}
+}
+
+// countCase is a count and the number it must give.
+type countCase struct {
+	q    store.CountQuery
+	want int
+}
+
+// checkCounts runs every case of counts.
+func checkCounts(t testing.TB, s store.Store, what string, counts []countCase) {
+	t.Helper()
+	for _, c := range counts {
+		n, err := s.CountSessions(context.Background(), c.q)
+		if err != nil {
+			t.Errorf("%s: count %+v: %v", what, c.q, err)
+		} else if n != c.want {
+			t.Errorf("%s: count %+v = %d, want %d", what, c.q, n, c.want)
+		}
+	}
+}
+
+func testCount(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	// Only the exact status "ended" is ended: other statuses, the empty
+	// one, other cases and near misses are live.
+	for _, sp := range []struct{ id, owner, agent, status string }{
+		{"a1", "alice", "pi", "ready"},
+		{"a2", "alice", "pi", store.StatusEnded},
+		{"a3", "alice", "pi", "idle"},
+		{"a4", "alice", "hello", "starting"},
+		{"a5", "alice", "hello", store.StatusEnded},
+		{"a6", "alice", "hello", "error"},
+		{"a7", "alice", "", ""},
+		{"a8", "alice", "pi", "Ended"},
+		{"a9", "alice", "pi", "ended "},
+		{"b1", "bob", "pi", "ready"},
+		{"b2", "bob", "pi", store.StatusEnded},
+		{"b3", "bob", "hello", "ready"},
+		// Owners and agents are compared whole, byte for byte.
+		{"c1", "alice2", "pi", "ready"},
+		{"c2", "Alice", "pi", "ready"},
+		{"c3", "alice", "pi2", "ready"},
+	} {
+		must(t, s.CreateSession(ctx, store.Session{ID: sp.id, Owner: sp.owner, Agent: sp.agent, Status: sp.status}))
+	}
+	checkCounts(t, s, "created", []countCase{
+		{store.CountQuery{Owner: "alice"}, 10},
+		{store.CountQuery{Owner: "alice", ExcludeEnded: true}, 8},
+		{store.CountQuery{Owner: "alice", Agent: "pi"}, 5},
+		{store.CountQuery{Owner: "alice", Agent: "pi", ExcludeEnded: true}, 4},
+		{store.CountQuery{Owner: "alice", Agent: "hello"}, 3},
+		{store.CountQuery{Owner: "alice", Agent: "hello", ExcludeEnded: true}, 2},
+		{store.CountQuery{Owner: "alice", Agent: "pi2"}, 1},
+		{store.CountQuery{Owner: "alice", Agent: "nope"}, 0},
+		{store.CountQuery{Owner: "bob"}, 3},
+		{store.CountQuery{Owner: "bob", ExcludeEnded: true}, 2},
+		{store.CountQuery{Owner: "bob", Agent: "pi"}, 2},
+		{store.CountQuery{Owner: "bob", Agent: "pi", ExcludeEnded: true}, 1},
+		{store.CountQuery{Owner: "alice2"}, 1},
+		{store.CountQuery{Owner: "Alice"}, 1},
+		{store.CountQuery{Owner: "carol"}, 0},
+		{store.CountQuery{Owner: "carol", ExcludeEnded: true}, 0},
+		{store.CountQuery{Owner: "alic"}, 0},
+	})
+
+	// A count agrees with the listing of the same sessions.
+	page, _, err := s.ListSessions(ctx, store.ListQuery{Owner: "alice", Agent: "pi"})
+	must(t, err)
+	live := 0
+	for _, sess := range page {
+		if sess.Status != store.StatusEnded {
+			live++
+		}
+	}
+	if n, err := s.CountSessions(ctx, store.CountQuery{Owner: "alice", Agent: "pi", ExcludeEnded: true}); err != nil || n != live {
+		t.Errorf("count of alice's live pi sessions: %d, %v; the listing has %d", n, err, live)
+	}
+
+	// Transcript and KV writes change no count.
+	must(t, s.AppendTranscript(ctx, "a1", 0, sampleEntries(3)))
+	must(t, s.PutKV(ctx, "a2", 0, []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}))
+	checkCounts(t, s, "after transcript and kv writes", []countCase{
+		{store.CountQuery{Owner: "alice"}, 10},
+		{store.CountQuery{Owner: "alice", ExcludeEnded: true}, 8},
+	})
+}
+
+// testCountAfterUpdates moves sessions in and out of "ended", as the
+// session actor does, and counts after each step: the counts of other
+// owners never move.
+func testCountAfterUpdates(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	for _, sp := range []struct{ id, owner, agent string }{
+		{"u1", "alice", "pi"}, {"u2", "alice", "pi"}, {"u3", "alice", "hello"},
+		{"v1", "bob", "pi"}, {"v2", "bob", "hello"},
+	} {
+		must(t, s.CreateSession(ctx, store.Session{ID: sp.id, Owner: sp.owner, Agent: sp.agent, Status: "starting"}))
+	}
+	bob := []countCase{
+		{store.CountQuery{Owner: "bob"}, 2},
+		{store.CountQuery{Owner: "bob", ExcludeEnded: true}, 2},
+		{store.CountQuery{Owner: "bob", Agent: "pi", ExcludeEnded: true}, 1},
+	}
+	status := func(id, st string) {
+		t.Helper()
+		must(t, s.UpdateSession(ctx, id, 0, store.SessionUpdate{Status: &st}))
+	}
+	type step struct {
+		name                            string
+		do                              func()
+		all, live, piAll, piLive, hello int
+	}
+	for _, st := range []step{
+		{"created", func() {}, 3, 3, 2, 2, 1},
+		{"ready", func() { status("u1", "ready") }, 3, 3, 2, 2, 1},
+		{"u1 ended", func() { status("u1", store.StatusEnded) }, 3, 2, 2, 1, 1},
+		{"u1 ended again", func() { status("u1", store.StatusEnded) }, 3, 2, 2, 1, 1},
+		{"title only", func() { must(t, s.UpdateSession(ctx, "u1", 0, store.SessionUpdate{Title: ptr("t")})) }, 3, 2, 2, 1, 1},
+		{"u3 ended", func() { status("u3", store.StatusEnded) }, 3, 1, 2, 1, 0},
+		{"u1 back to idle", func() { status("u1", "idle") }, 3, 2, 2, 2, 0},
+		{"u2 ended", func() { status("u2", store.StatusEnded) }, 3, 1, 2, 1, 0},
+		{"empty update", func() { must(t, s.UpdateSession(ctx, "u2", 0, store.SessionUpdate{})) }, 3, 1, 2, 1, 0},
+		{"created ended", func() {
+			must(t, s.CreateSession(ctx, store.Session{ID: "u4", Owner: "alice", Agent: "pi", Status: store.StatusEnded}))
+		}, 4, 1, 3, 1, 0},
+		{"created live", func() {
+			must(t, s.CreateSession(ctx, store.Session{ID: "u5", Owner: "alice", Agent: "hello", Status: "starting"}))
+		}, 5, 2, 3, 1, 1},
+		{"bob's ended", func() { status("v1", store.StatusEnded); status("v1", "ready") }, 5, 2, 3, 1, 1},
+	} {
+		st.do()
+		checkCounts(t, s, st.name, append([]countCase{
+			{store.CountQuery{Owner: "alice"}, st.all},
+			{store.CountQuery{Owner: "alice", ExcludeEnded: true}, st.live},
+			{store.CountQuery{Owner: "alice", Agent: "pi"}, st.piAll},
+			{store.CountQuery{Owner: "alice", Agent: "pi", ExcludeEnded: true}, st.piLive},
+			{store.CountQuery{Owner: "alice", Agent: "hello", ExcludeEnded: true}, st.hello},
+		}, bob...))
+	}
+}
+
+// testCountConcurrentUpdates counts while other goroutines end and revive
+// sessions: every count is a number the sessions could have had, and once
+// the writers stop, the count is exact.
+func testCountConcurrentUpdates(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const n = 20
+	for i := range n {
+		must(t, s.CreateSession(ctx, store.Session{ID: fmt.Sprintf("cc%02d", i), Owner: "alice", Agent: "pi", Status: "ready"}))
+	}
+	must(t, s.CreateSession(ctx, store.Session{ID: "other", Owner: "bob", Agent: "pi", Status: "ready"}))
+	var wg sync.WaitGroup
+	const rounds = 10
+	for w := range 4 {
+		wg.Go(func() {
+			for r := range rounds {
+				for i := w; i < n; i += 4 {
+					st := store.StatusEnded
+					if r%2 == 1 {
+						st = "ready"
+					}
+					if err := s.UpdateSession(ctx, fmt.Sprintf("cc%02d", i), 0, store.SessionUpdate{Status: &st}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 50 {
+			live, err := s.CountSessions(ctx, store.CountQuery{Owner: "alice", ExcludeEnded: true})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			all, err := s.CountSessions(ctx, store.CountQuery{Owner: "alice", Agent: "pi"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if live < 0 || live > n || all != n {
+				t.Errorf("while sessions end and revive: %d live of %d, want 0 to %d of %d", live, all, n, n)
+				return
+			}
+		}
+	})
+	wg.Wait()
+	// The last round (odd) left every session ready.
+	checkCounts(t, s, "after the writers", []countCase{
+		{store.CountQuery{Owner: "alice", ExcludeEnded: true}, n},
+		{store.CountQuery{Owner: "bob", ExcludeEnded: true}, 1},
+	})
 }
 
 func sampleEntries(n int) []store.Entry {
@@ -1058,6 +1264,9 @@ func testCanceledContext(t *testing.T, s store.Store) {
 	if _, err := s.GetSession(ctx, "ctx"); !errors.Is(err, context.Canceled) {
 		t.Errorf("GetSession with a canceled context: err = %v, want context.Canceled", err)
 	}
+	if _, err := s.CountSessions(ctx, store.CountQuery{Owner: "alice"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("CountSessions with a canceled context: err = %v, want context.Canceled", err)
+	}
 	kv, err := s.LoadKV(context.Background(), "ctx")
 	must(t, err)
 	tr, err := s.Transcript(context.Background(), "ctx")
@@ -1073,6 +1282,7 @@ func testClose(t *testing.T, s store.Store) {
 	must(t, s.Close())
 	_, getErr := s.GetSession(ctx, "c")
 	_, _, listErr := s.ListSessions(ctx, store.ListQuery{Owner: "alice"})
+	_, countErr := s.CountSessions(ctx, store.CountQuery{Owner: "alice"})
 	_, trErr := s.Transcript(ctx, "c")
 	_, kvErr := s.LoadKV(ctx, "c")
 	_, acqErr := leaser(t, s).AcquireLease(ctx, "c", "node", time.Minute)
@@ -1082,6 +1292,7 @@ func testClose(t *testing.T, s store.Store) {
 		"GetSession":       getErr,
 		"UpdateSession":    s.UpdateSession(ctx, "c", 0, store.SessionUpdate{}),
 		"ListSessions":     listErr,
+		"CountSessions":    countErr,
 		"AppendTranscript": s.AppendTranscript(ctx, "c", 0, []store.Entry{{Role: "user"}}),
 		"Transcript":       trErr,
 		"PutKV":            s.PutKV(ctx, "c", 0, []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}),
