@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/surfaced/surfaced/actors/session"
 	"github.com/surfaced/surfaced/store"
 )
 
@@ -69,7 +68,7 @@ func (r *Runtime) checkQuotas(ctx context.Context, owner string) error {
 	if n := len(r.LiveSessions()); n >= q.SessionsTotal {
 		return &QuotaError{Scope: QuotaTotal, Count: n, Limit: q.SessionsTotal}
 	}
-	n, err := r.countOpenSessions(ctx, owner, q.SessionsPerSubject)
+	n, err := r.cfg.Store.CountSessions(ctx, store.CountQuery{Owner: owner, ExcludeEnded: true})
 	if err != nil {
 		return fmt.Errorf("count the sessions of %q: %w", owner, err)
 	}
@@ -77,29 +76,4 @@ func (r *Runtime) checkQuotas(ctx context.Context, owner string) error {
 		return &QuotaError{Scope: QuotaSubject, Count: n, Limit: q.SessionsPerSubject}
 	}
 	return nil
-}
-
-// countOpenSessions counts the owner's sessions that have not ended, up to
-// at least limit.
-//
-// TEMPORARY: it pages through ListSessions until the store offers a count
-// query (store.Store.CountSessions with store.CountQuery, being added on
-// another branch); switch to that when it lands.
-func (r *Runtime) countOpenSessions(ctx context.Context, owner string, limit int) (int, error) {
-	n, cursor := 0, ""
-	for {
-		page, next, err := r.cfg.Store.ListSessions(ctx, store.ListQuery{Owner: owner, Cursor: cursor, Limit: store.MaxListLimit})
-		if err != nil {
-			return 0, err
-		}
-		for _, p := range page {
-			if p.Status != session.StatusEnded {
-				n++
-			}
-		}
-		if next == "" || n >= limit {
-			return n, nil
-		}
-		cursor = next
-	}
 }

@@ -27,6 +27,14 @@ func CheckListQuery(q ListQuery) (limit int, err error) {
 	return q.Limit, nil
 }
 
+// CheckCountQuery returns an error wrapping ErrInvalid when q has no owner.
+func CheckCountQuery(q CountQuery) error {
+	if q.Owner == "" {
+		return fmt.Errorf("%w: count query has no owner", ErrInvalid)
+	}
+	return nil
+}
+
 // CheckEntries returns an error wrapping ErrInvalid for the first entry whose
 // tool args or result are not JSON, or whose turn or prompt id does not fit
 // an int64 (SQL's BIGINT).

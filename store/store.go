@@ -4,7 +4,7 @@
 // The session actor and its domain actors are the only writers of a session's
 // rows; the store does not arbitrate between writers, it keeps what they wrote.
 // Between nodes sharing a store, a Leaser's leases say which node's actors
-// those are, and a write fenced with WithFence fails once the session's lease
+// those are, and a write made under a Fence fails once the session's lease
 // has moved on, so that a stale node cannot commit.
 // A KV write never lowers a key's rev: PutKV ignores an entry whose rev is not
 // above the stored one, so a late write-behind can never move a key backwards.
@@ -31,9 +31,10 @@ var ErrBadCursor = errors.New("store: malformed cursor")
 
 // ErrInvalid is wrapped by the error returned for an argument the store
 // refuses before touching anything: an empty or over-long session id, a
-// session without owner, a KV entry without key, a rev, turn or prompt id
-// above math.MaxInt64, bytes that should be JSON and are not, a negative
-// list limit, a lease without node or with a ttl under a millisecond.
+// session, list query or count query without owner, a KV entry without key,
+// a rev, turn or prompt id above math.MaxInt64, bytes that should be JSON
+// and are not, a negative list limit, a lease without node or with a ttl
+// under a millisecond.
 //
 // Every other string (owner, title, transcript text, KV key, ...) is kept
 // byte for byte, NUL and invalid UTF-8 included.
@@ -100,6 +101,22 @@ type ListQuery struct {
 	Limit  int // 0 means 50; at most 500
 }
 
+// StatusEnded is the Status of a session that has ended for good. The store
+// keeps Status as the caller wrote it; only CountQuery.ExcludeEnded gives
+// this one value a meaning. The SQL stores' schemas hold it (an index of
+// the sessions that have not ended), so it never changes.
+const StatusEnded = "ended"
+
+// CountQuery selects the sessions CountSessions counts. Owner is required;
+// Agent filters when set. ExcludeEnded counts only the sessions that have
+// not ended, those whose Status is not exactly StatusEnded (a quota of live
+// sessions); the zero value counts every status.
+type CountQuery struct {
+	Owner        string
+	Agent        string
+	ExcludeEnded bool
+}
+
 // Entry is one transcript entry.
 type Entry struct {
 	Role       string // user, assistant, thinking, tool
@@ -127,6 +144,12 @@ type KV struct {
 // Store is the persistence of sessions. Implementations are safe for
 // concurrent use. Every write call is atomic: all of it is kept or none.
 // The conformance suite in package storetest pins down the behaviour below.
+//
+// The writes of an existing session (UpdateSession, AppendTranscript,
+// PutKV) take the Fence they are made under: zero on a single node, the
+// session's lease token in a cluster. Under a fence that is no longer
+// current they write nothing and fail with ErrFenced (see Fence).
+// CreateSession is never fenced: a taken id fails with ErrExists anyway.
 type Store interface {
 	// CreateSession stores a new session; ErrExists if its id is taken.
 	CreateSession(ctx context.Context, s Session) error
@@ -135,7 +158,7 @@ type Store interface {
 	// UpdateSession sets the non-nil fields and moves Updated forward (to now,
 	// or 1 ms past the stored value if the clock has not passed it), so an
 	// empty update marks the session as active. ErrNotFound for an unknown id.
-	UpdateSession(ctx context.Context, id string, u SessionUpdate) error
+	UpdateSession(ctx context.Context, id string, fence Fence, u SessionUpdate) error
 	// ListSessions returns a page of the owner's sessions, newest Updated
 	// first (ties broken by id). nextCursor is empty on the last page. Paging
 	// is keyset-based: a session not updated while paging is seen exactly
@@ -143,10 +166,16 @@ type Store interface {
 	// twice but may be missed. A cursor the store did not produce fails with
 	// an error wrapping ErrBadCursor.
 	ListSessions(ctx context.Context, q ListQuery) (sessions []Session, nextCursor string, err error)
+	// CountSessions returns how many of the owner's sessions q selects: one
+	// query served by an index, not a walk through the listing. The SQL
+	// stores index the sessions that have not ended apart, so that a quota
+	// check with ExcludeEnded reads none of an owner's ended sessions,
+	// however many there are.
+	CountSessions(ctx context.Context, q CountQuery) (int, error)
 
 	// AppendTranscript adds entries after the session's existing ones, in
 	// order. ErrNotFound for an unknown session.
-	AppendTranscript(ctx context.Context, sessionID string, entries []Entry) error
+	AppendTranscript(ctx context.Context, sessionID string, fence Fence, entries []Entry) error
 	// Transcript returns every entry of the session in append order;
 	// ErrNotFound for an unknown session.
 	Transcript(ctx context.Context, sessionID string) ([]Entry, error)
@@ -154,7 +183,7 @@ type Store interface {
 	// PutKV writes entries in order; an entry whose rev is not above the
 	// stored rev of its key (tombstones included) is skipped. Values come back
 	// from LoadKV byte-identical. ErrNotFound for an unknown session.
-	PutKV(ctx context.Context, sessionID string, entries []KV) error
+	PutKV(ctx context.Context, sessionID string, fence Fence, entries []KV) error
 	// LoadKV returns every entry of the session, tombstones included, in key
 	// order; ErrNotFound for an unknown session.
 	LoadKV(ctx context.Context, sessionID string) ([]KV, error)
@@ -236,27 +265,16 @@ func CheckLeaseTTL(ttl time.Duration) error {
 	return nil
 }
 
-// Fence is the lease token a session's writes are made under: they succeed
-// only while it is the session's current lease token. The zero Fence is no
-// fence at all (a single node, where nobody else writes the session).
+// Fence is the lease token a session's writes are made under, passed to
+// every write of an existing session (PutKV, AppendTranscript,
+// UpdateSession).
+//
+// The zero Fence is no fence at all: the write is not checked (a single
+// node, where nobody else writes the session). Any other Fence, a negative
+// one included, makes the write succeed only while it is the session's
+// current lease token (see Leaser); otherwise the write fails with an error
+// wrapping ErrFenced and writes nothing. The check is atomic with the write.
+// A stale fence fails a write before its session is looked up: ErrFenced
+// even for a session that does not exist. Arguments are checked before the
+// fence: a bad one is ErrInvalid under any fence.
 type Fence int64
-
-type fenceKey struct{}
-
-// WithFence returns a context under which every write of a session
-// (PutKV, AppendTranscript, UpdateSession) succeeds only while token is that
-// session's current lease token; otherwise it fails with an error wrapping
-// ErrFenced and writes nothing. The check is atomic with the write. Writes
-// without a fence are not checked (a single node); CreateSession never is
-// (a taken id fails with ErrExists anyway). A stale fence fails a write
-// before its session is looked up: ErrFenced even for a session that does
-// not exist.
-func WithFence(ctx context.Context, token int64) context.Context {
-	return context.WithValue(ctx, fenceKey{}, token)
-}
-
-// FenceOf returns the token WithFence put in ctx.
-func FenceOf(ctx context.Context) (int64, bool) {
-	token, ok := ctx.Value(fenceKey{}).(int64)
-	return token, ok
-}

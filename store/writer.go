@@ -14,9 +14,9 @@ import (
 // outcome from a writer goroutine (it must not block: actors turn it into a
 // message to themselves).
 //
-// Fence, when not zero, is the lease token the op is written under (see
-// WithFence): once the session's lease has moved on, the op fails with an
-// error wrapping ErrFenced, and the actor should stop the session. The
+// Fence is passed to each of the op's writes (see Fence): when not zero,
+// once the session's lease has moved on, the op fails with an error
+// wrapping ErrFenced, and the actor should stop the session. The
 // parts of an op are separate writes: a takeover between two of them keeps
 // the ones before it.
 type Op struct {
@@ -206,14 +206,10 @@ func (w *Writer) run(ww *writerWorker) {
 }
 
 func (w *Writer) write(batch []Op) {
-	base, cancel := context.WithTimeout(context.Background(), w.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
 	defer cancel()
 	for i := 0; i < len(batch); {
 		op := batch[i]
-		ctx := base
-		if op.Fence != 0 {
-			ctx = WithFence(base, int64(op.Fence))
-		}
 		if len(op.KV) > 0 && len(op.Transcript) == 0 && op.Update == nil {
 			// Coalesce a run of KV-only ops of this session, under the same
 			// fence, into one call.
@@ -227,7 +223,7 @@ func (w *Writer) write(batch []Op) {
 				kv = append(kv, batch[j].KV...)
 				j++
 			}
-			err := w.try(ctx, op, "kv", true, func(ctx context.Context) error { return w.store.PutKV(ctx, op.SessionID, kv) })
+			err := w.try(ctx, op, "kv", true, func(ctx context.Context) error { return w.store.PutKV(ctx, op.SessionID, op.Fence, kv) })
 			if err != nil {
 				w.logFailure(op, "kv", err)
 			}
@@ -262,19 +258,19 @@ func (w *Writer) logFailure(op Op, what string, err error) {
 
 func (w *Writer) writeOne(ctx context.Context, op Op) error {
 	if len(op.KV) > 0 {
-		if err := w.try(ctx, op, "kv", true, func(ctx context.Context) error { return w.store.PutKV(ctx, op.SessionID, op.KV) }); err != nil {
+		if err := w.try(ctx, op, "kv", true, func(ctx context.Context) error { return w.store.PutKV(ctx, op.SessionID, op.Fence, op.KV) }); err != nil {
 			return err
 		}
 	}
 	if len(op.Transcript) > 0 {
 		if err := w.try(ctx, op, "transcript", false, func(ctx context.Context) error {
-			return w.store.AppendTranscript(ctx, op.SessionID, op.Transcript)
+			return w.store.AppendTranscript(ctx, op.SessionID, op.Fence, op.Transcript)
 		}); err != nil {
 			return err
 		}
 	}
 	if op.Update != nil {
-		if err := w.try(ctx, op, "session", true, func(ctx context.Context) error { return w.store.UpdateSession(ctx, op.SessionID, *op.Update) }); err != nil {
+		if err := w.try(ctx, op, "session", true, func(ctx context.Context) error { return w.store.UpdateSession(ctx, op.SessionID, op.Fence, *op.Update) }); err != nil {
 			return err
 		}
 	}

@@ -28,12 +28,11 @@ type recordingStore struct {
 // the writer's goroutines (memstore, which it wraps, would say true).
 func (r *recordingStore) Inline() bool { return false }
 
-func (r *recordingStore) PutKV(ctx context.Context, id string, entries []store.KV) error {
+func (r *recordingStore) PutKV(ctx context.Context, id string, fence store.Fence, entries []store.KV) error {
 	r.mu.Lock()
 	first := len(r.calls) == 0
-	fence, fenced := store.FenceOf(ctx)
 	call := fmt.Sprintf("%d entries", len(entries))
-	if fenced {
+	if fence != 0 {
 		call += fmt.Sprintf(" fence %d", fence)
 	}
 	r.calls = append(r.calls, call)
@@ -41,7 +40,7 @@ func (r *recordingStore) PutKV(ctx context.Context, id string, entries []store.K
 	if first {
 		<-r.release
 	}
-	return r.Store.PutKV(ctx, id, entries)
+	return r.Store.PutKV(ctx, id, fence, entries)
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -186,25 +185,25 @@ func (f *failingStore) check(kind string) error {
 	return nil
 }
 
-func (f *failingStore) PutKV(ctx context.Context, id string, entries []store.KV) error {
+func (f *failingStore) PutKV(ctx context.Context, id string, fence store.Fence, entries []store.KV) error {
 	if err := f.check("kv"); err != nil {
 		return err
 	}
-	return f.Store.PutKV(ctx, id, entries)
+	return f.Store.PutKV(ctx, id, fence, entries)
 }
 
-func (f *failingStore) AppendTranscript(ctx context.Context, id string, entries []store.Entry) error {
+func (f *failingStore) AppendTranscript(ctx context.Context, id string, fence store.Fence, entries []store.Entry) error {
 	if err := f.check("transcript"); err != nil {
 		return err
 	}
-	return f.Store.AppendTranscript(ctx, id, entries)
+	return f.Store.AppendTranscript(ctx, id, fence, entries)
 }
 
-func (f *failingStore) UpdateSession(ctx context.Context, id string, u store.SessionUpdate) error {
+func (f *failingStore) UpdateSession(ctx context.Context, id string, fence store.Fence, u store.SessionUpdate) error {
 	if err := f.check("session"); err != nil {
 		return err
 	}
-	return f.Store.UpdateSession(ctx, id, u)
+	return f.Store.UpdateSession(ctx, id, fence, u)
 }
 
 // unsent is an error that says nothing reached the server, as pgx's do.

@@ -124,10 +124,7 @@ func (s *sessionActor) reserveIDs(need uint64) uint64 {
 	w := store.KV{Key: idsKey, Value: []byte(`{"reserved":` + strconv.FormatUint(next, 10) + `}`), Rev: cur.Rev + 1}
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if f := s.fence(); f != 0 {
-		c = store.WithFence(c, int64(f))
-	}
-	if err := s.deps.Writer.Store().PutKV(c, s.rec.ID, []store.KV{w}); err != nil {
+	if err := s.deps.Writer.Store().PutKV(c, s.rec.ID, s.fence(), []store.KV{w}); err != nil {
 		// The ids are handed out anyway (refusing the prompt is worse); a
 		// crash before the next reservation could repeat them.
 		s.log.Error("turn ids could not be reserved", "err", err, "upTo", next)

@@ -80,8 +80,8 @@ func (m *Store) GetSession(ctx context.Context, id string) (store.Session, error
 }
 
 // UpdateSession implements store.Store.
-func (m *Store) UpdateSession(ctx context.Context, id string, u store.SessionUpdate) error {
-	rec, unlock, err := m.write(ctx, "update session", id)
+func (m *Store) UpdateSession(ctx context.Context, id string, fence store.Fence, u store.SessionUpdate) error {
+	rec, unlock, err := m.write(ctx, "update session", id, fence)
 	if err != nil {
 		return err
 	}
@@ -160,6 +160,30 @@ func (m *Store) ListSessions(ctx context.Context, q store.ListQuery) ([]store.Se
 	return page, encodeCursor(keyOf(page[limit-1])), nil
 }
 
+// CountSessions implements store.Store. It scans every session of the
+// store, as ListSessions does.
+func (m *Store) CountSessions(ctx context.Context, q store.CountQuery) (int, error) {
+	if err := store.CheckCountQuery(q); err != nil {
+		return 0, fmt.Errorf("memstore: count sessions: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("memstore: count sessions: %w", err)
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return 0, store.ErrClosed
+	}
+	n := 0
+	for _, rec := range m.sessions {
+		s := &rec.s
+		if s.Owner == q.Owner && (q.Agent == "" || s.Agent == q.Agent) && !(q.ExcludeEnded && s.Status == store.StatusEnded) {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // listed is a session in the heap of ListSessions.
 type listed struct {
 	key listKey
@@ -182,12 +206,12 @@ func (h *oldestFirst) Pop() any {
 }
 
 // AppendTranscript implements store.Store.
-func (m *Store) AppendTranscript(ctx context.Context, sessionID string, entries []store.Entry) error {
+func (m *Store) AppendTranscript(ctx context.Context, sessionID string, fence store.Fence, entries []store.Entry) error {
 	entries, err := checkEntries(entries)
 	if err != nil {
 		return fmt.Errorf("memstore: append transcript %q: %w", sessionID, err)
 	}
-	rec, unlock, err := m.write(ctx, "append transcript", sessionID)
+	rec, unlock, err := m.write(ctx, "append transcript", sessionID, fence)
 	if err != nil {
 		return err
 	}
@@ -211,12 +235,12 @@ func (m *Store) Transcript(ctx context.Context, sessionID string) ([]store.Entry
 }
 
 // PutKV implements store.Store.
-func (m *Store) PutKV(ctx context.Context, sessionID string, entries []store.KV) error {
+func (m *Store) PutKV(ctx context.Context, sessionID string, fence store.Fence, entries []store.KV) error {
 	entries, err := checkKV(entries)
 	if err != nil {
 		return fmt.Errorf("memstore: put kv %q: %w", sessionID, err)
 	}
-	rec, unlock, err := m.write(ctx, "put kv", sessionID)
+	rec, unlock, err := m.write(ctx, "put kv", sessionID, fence)
 	if err != nil {
 		return err
 	}
@@ -278,9 +302,9 @@ func (m *Store) read(ctx context.Context, op, id string) (rec *record, unlock fu
 	return rec, m.mu.RUnlock, nil
 }
 
-// write is read with the write lock held, after checking the fence of ctx,
-// if any: under the lock, the check and the caller's write are one step.
-func (m *Store) write(ctx context.Context, op, id string) (rec *record, unlock func(), err error) {
+// write is read with the write lock held, after checking fence unless it is
+// zero: under the lock, the check and the caller's write are one step.
+func (m *Store) write(ctx context.Context, op, id string, fence store.Fence) (rec *record, unlock func(), err error) {
 	if err := store.CheckSessionID(id); err != nil {
 		return nil, nil, fmt.Errorf("memstore: %s: %w", op, err)
 	}
@@ -292,9 +316,9 @@ func (m *Store) write(ctx context.Context, op, id string) (rec *record, unlock f
 		m.mu.Unlock()
 		return nil, nil, store.ErrClosed
 	}
-	if token, fenced := store.FenceOf(ctx); fenced && !m.current(id, token) {
+	if fence != 0 && !m.current(id, int64(fence)) {
 		m.mu.Unlock()
-		return nil, nil, fmt.Errorf("memstore: %s %q: token %d: %w", op, id, token, store.ErrFenced)
+		return nil, nil, fmt.Errorf("memstore: %s %q: token %d: %w", op, id, fence, store.ErrFenced)
 	}
 	rec, ok := m.sessions[id]
 	if !ok {

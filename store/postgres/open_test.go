@@ -342,3 +342,135 @@ func TestQueryPlans(t *testing.T) {
 		}
 	}
 }
+
+// explain returns the plan of query with args.
+func explain(t *testing.T, s *Store, query string, args ...any) string {
+	t.Helper()
+	rows, err := s.pool.Query(context.Background(), "EXPLAIN "+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "\n")
+}
+
+// checkCountPlans checks that each count query reads an index, never the
+// whole table: the partial index of the sessions that have not ended when
+// it excludes ended ones, else sessions_by_owner_updated.
+func checkCountPlans(t *testing.T, s *Store, owner, agent string) {
+	t.Helper()
+	for bits := range s.q.count {
+		args := []any{[]byte(owner)}
+		index := "sessions_by_owner_updated"
+		if bits&countExcludeEnded != 0 {
+			index = "sessions_live_by_owner_agent"
+		}
+		if bits&countByAgent != 0 {
+			args = append(args, []byte(agent))
+		}
+		p := explain(t, s, s.q.count[bits], args...)
+		if strings.Contains(p, "Seq Scan") || !(strings.Contains(p, "using "+index) || strings.Contains(p, "on "+index)) {
+			t.Errorf("count %02b does not read %s*:\n%s", bits, index, p)
+		}
+	}
+}
+
+// fillSessions inserts 20 owners of 500 sessions on two agents, six in
+// seven of them ended (as they pile up over time), and makes the
+// statistics and visibility map as autovacuum would.
+func fillSessions(t *testing.T, s *Store) {
+	t.Helper()
+	ctx := context.Background()
+	table := pgx.Identifier{s.schema, "sessions"}.Sanitize()
+	if _, err := s.pool.Exec(ctx, `INSERT INTO `+table+` (id, owner, agent, title, cwd, status, created, updated)
+		SELECT 's' || i, convert_to('owner' || (i % 20), 'UTF8'), convert_to(CASE WHEN i / 20 % 2 = 0 THEN 'pi' ELSE 'other' END, 'UTF8'),
+			'', '', convert_to(CASE WHEN i % 7 = 0 THEN 'ready' ELSE 'ended' END, 'UTF8'), i, i
+		FROM generate_series(1, 10000) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, "VACUUM ANALYZE "+table); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// countOwner7 checks the counts of owner7 among fillSessions' sessions:
+// i = 7 + 20k, live when i is a multiple of 7 too (i = 7 + 140k), on pi
+// when i / 20 is even.
+func countOwner7(t *testing.T, s *Store) {
+	t.Helper()
+	for _, c := range []struct {
+		q    store.CountQuery
+		want int
+	}{
+		{store.CountQuery{Owner: "owner7"}, 500},
+		{store.CountQuery{Owner: "owner7", ExcludeEnded: true}, 72},
+		{store.CountQuery{Owner: "owner7", Agent: "pi"}, 250},
+		{store.CountQuery{Owner: "owner7", Agent: "pi", ExcludeEnded: true}, 36},
+	} {
+		if n, err := s.CountSessions(context.Background(), c.q); err != nil || n != c.want {
+			t.Errorf("count %+v = %d, %v; want %d", c.q, n, err, c.want)
+		}
+	}
+}
+
+// TestCountQueryPlans checks the count queries on a table of a realistic
+// size and spread, in a new schema and in one upgraded from version 1,
+// before the live session count index.
+func TestCountQueryPlans(t *testing.T) {
+	dsn := testDSN(t)
+	t.Run("new", func(t *testing.T) {
+		s := mustOpen(t, dsn, WithSchema(newSchema()))
+		defer s.Close()
+		fillSessions(t, s)
+		checkCountPlans(t, s, "owner7", "pi")
+		countOwner7(t, s)
+	})
+	t.Run("upgraded", func(t *testing.T) {
+		schema := newSchema()
+		s := mustOpen(t, dsn, WithSchema(schema), func(c *config) { c.migrations = migrations[:1] })
+		fillSessions(t, s)
+		if n := queryInt(t, s, "SELECT count(*) FROM pg_indexes WHERE schemaname = '"+schema+"' AND indexname = 'sessions_live_by_owner_agent'"); n != 0 {
+			t.Fatal("version 1 has the count index")
+		}
+		s.Close()
+
+		s = mustOpen(t, dsn, WithSchema(schema))
+		defer s.Close()
+		if v := queryInt(t, s, "SELECT max(version) FROM "+schema+".migrations"); v != len(migrations) {
+			t.Errorf("schema version %d, want %d", v, len(migrations))
+		}
+		if n := queryInt(t, s, "SELECT count(*) FROM pg_indexes WHERE schemaname = '"+schema+"' AND indexname = 'sessions_live_by_owner_agent'"); n != 1 {
+			t.Error("no count index after the upgrade")
+		}
+		countOwner7(t, s)
+		if _, err := s.pool.Exec(context.Background(), "ANALYZE "+schema+".sessions"); err != nil {
+			t.Fatal(err)
+		}
+		checkCountPlans(t, s, "owner7", "pi")
+		// The index is kept up to date from then on: s7 (live) and s47 (ended) are owner7's, on pi.
+		ended, ready := store.StatusEnded, "ready"
+		if err := s.UpdateSession(context.Background(), "s7", 0, store.SessionUpdate{Status: &ended}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.UpdateSession(context.Background(), "s47", 0, store.SessionUpdate{Status: &ready}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.CountSessions(context.Background(), store.CountQuery{Owner: "owner7", Agent: "pi", ExcludeEnded: true}); err != nil || n != 36 {
+			t.Errorf("after ending s7 and reviving s47: %d live on pi, %v; want 36", n, err)
+		}
+		if n, err := s.CountSessions(context.Background(), store.CountQuery{Owner: "owner7", ExcludeEnded: true}); err != nil || n != 72 {
+			t.Errorf("after ending s7 and reviving s47: %d live, %v; want 72", n, err)
+		}
+	})
+}

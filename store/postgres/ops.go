@@ -70,7 +70,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (store.Session, error
 }
 
 // UpdateSession implements store.Store. Updated moves to the server's now.
-func (s *Store) UpdateSession(ctx context.Context, id string, u store.SessionUpdate) error {
+func (s *Store) UpdateSession(ctx context.Context, id string, fence store.Fence, u store.SessionUpdate) error {
 	const op = "update session"
 	if err := s.begin(ctx, op, ""); err != nil {
 		return err
@@ -86,8 +86,8 @@ func (s *Store) UpdateSession(ctx context.Context, id string, u store.SessionUpd
 		status = bytesOf(*u.Status)
 	}
 	var err error
-	if token, fenced := store.FenceOf(ctx); fenced {
-		err = s.fencedWrite(ctx, token, s.q.updateSessionFenced, id, title, status, token)
+	if fence != 0 {
+		err = s.fencedWrite(ctx, fence, s.q.updateSessionFenced, id, title, status, int64(fence))
 	} else {
 		var n int64
 		n, err = s.exec(ctx, s.q.updateSession, id, title, status)
@@ -108,35 +108,34 @@ func (s *Store) exec(ctx context.Context, sql string, args ...any) (rowsAffected
 
 // fencedWrite runs a write statement that returns (fence ok, session found) and
 // turns a write that wrote nothing into the error that says why.
-func (s *Store) fencedWrite(ctx context.Context, token int64, sql string, args ...any) error {
+func (s *Store) fencedWrite(ctx context.Context, fence store.Fence, sql string, args ...any) error {
 	var fenceOK, found bool
 	if err := s.pool.QueryRow(ctx, sql, args...).Scan(&fenceOK, &found); err != nil {
 		return err
 	}
 	switch {
 	case !fenceOK:
-		return fmt.Errorf("token %d: %w", token, store.ErrFenced)
+		return fmt.Errorf("token %d: %w", fence, store.ErrFenced)
 	case !found:
 		return store.ErrNotFound
 	}
 	return nil
 }
 
-// write runs sql, or fencedSQL with the fence of ctx as its last argument
-// when ctx carries one; both return (fence ok, session found).
-func (s *Store) write(ctx context.Context, sql, fencedSQL string, args ...any) error {
-	token, fenced := store.FenceOf(ctx)
-	if fenced {
-		sql, args = fencedSQL, append(args, token)
+// write runs sql, or, unless fence is zero, fencedSQL with fence as its
+// last argument; both return (fence ok, session found).
+func (s *Store) write(ctx context.Context, fence store.Fence, sql, fencedSQL string, args ...any) error {
+	if fence != 0 {
+		sql, args = fencedSQL, append(args, int64(fence))
 	}
-	return s.fencedWrite(ctx, token, sql, args...)
+	return s.fencedWrite(ctx, fence, sql, args...)
 }
 
 // writeNothing is the check of a write of no entries: the session must
-// exist and the fence of ctx, if any, be current.
-func (s *Store) writeNothing(ctx context.Context, id string) error {
-	if token, fenced := store.FenceOf(ctx); fenced {
-		return s.fencedWrite(ctx, token, s.q.checkFenced, id, token)
+// exist and fence, unless it is zero, be current.
+func (s *Store) writeNothing(ctx context.Context, id string, fence store.Fence) error {
+	if fence != 0 {
+		return s.fencedWrite(ctx, fence, s.q.checkFenced, id, int64(fence))
 	}
 	return s.exists(ctx, id)
 }
@@ -206,9 +205,36 @@ func (s *Store) ListSessions(ctx context.Context, q store.ListQuery) ([]store.Se
 	return page, encodeCursor(last.Updated.UnixMilli(), last.ID), nil
 }
 
+// CountSessions implements store.Store: one SELECT count(*), served by
+// the partial index sessions_live_by_owner_agent when it excludes ended
+// sessions, else by sessions_by_owner_updated.
+func (s *Store) CountSessions(ctx context.Context, q store.CountQuery) (int, error) {
+	const op = "count sessions"
+	if err := s.begin(ctx, op, ""); err != nil {
+		return 0, err
+	}
+	if err := store.CheckCountQuery(q); err != nil {
+		return 0, s.fail(ctx, op, "", err)
+	}
+	bits := 0
+	args := []any{bytesOf(q.Owner)}
+	if q.Agent != "" {
+		bits |= countByAgent
+		args = append(args, bytesOf(q.Agent))
+	}
+	if q.ExcludeEnded {
+		bits |= countExcludeEnded
+	}
+	var n int64
+	if err := s.pool.QueryRow(ctx, s.q.count[bits], args...).Scan(&n); err != nil {
+		return 0, s.fail(ctx, op, "", err)
+	}
+	return int(n), nil
+}
+
 // AppendTranscript implements store.Store: one statement, whatever the
 // number of entries. A zero At is the server's now.
-func (s *Store) AppendTranscript(ctx context.Context, sessionID string, entries []store.Entry) error {
+func (s *Store) AppendTranscript(ctx context.Context, sessionID string, fence store.Fence, entries []store.Entry) error {
 	const op = "append transcript"
 	if err := s.begin(ctx, op, ""); err != nil {
 		return err
@@ -220,7 +246,7 @@ func (s *Store) AppendTranscript(ctx context.Context, sessionID string, entries 
 		return s.fail(ctx, op, sessionID, err)
 	}
 	if len(entries) == 0 {
-		if err := s.writeNothing(ctx, sessionID); err != nil {
+		if err := s.writeNothing(ctx, sessionID, fence); err != nil {
 			return s.fail(ctx, op, sessionID, err)
 		}
 		return nil
@@ -237,7 +263,7 @@ func (s *Store) AppendTranscript(ctx context.Context, sessionID string, entries 
 		turnIDs[i], promptIDs[i] = int64(e.TurnID), int64(e.PromptID)
 	}
 	args := []any{sessionID, int64(n), roles, texts, callIDs, names, toolArgs, toolResults, isError, vias, at, turnIDs, promptIDs}
-	if err := s.write(ctx, s.q.appendTranscript, s.q.appendTranscriptFenced, args...); err != nil {
+	if err := s.write(ctx, fence, s.q.appendTranscript, s.q.appendTranscriptFenced, args...); err != nil {
 		return s.fail(ctx, op, sessionID, err)
 	}
 	return nil
@@ -282,7 +308,7 @@ func (s *Store) Transcript(ctx context.Context, sessionID string) ([]store.Entry
 
 // PutKV implements store.Store: one statement, whatever the number of
 // entries.
-func (s *Store) PutKV(ctx context.Context, sessionID string, entries []store.KV) error {
+func (s *Store) PutKV(ctx context.Context, sessionID string, fence store.Fence, entries []store.KV) error {
 	const op = "put kv"
 	if err := s.begin(ctx, op, ""); err != nil {
 		return err
@@ -294,7 +320,7 @@ func (s *Store) PutKV(ctx context.Context, sessionID string, entries []store.KV)
 		return s.fail(ctx, op, sessionID, err)
 	}
 	if len(entries) == 0 {
-		if err := s.writeNothing(ctx, sessionID); err != nil {
+		if err := s.writeNothing(ctx, sessionID, fence); err != nil {
 			return s.fail(ctx, op, sessionID, err)
 		}
 		return nil
@@ -308,7 +334,7 @@ func (s *Store) PutKV(ctx context.Context, sessionID string, entries []store.KV)
 		}
 	}
 	args := []any{sessionID, keys, values, revs, deleted}
-	if err := s.write(ctx, s.q.putKV, s.q.putKVFenced, args...); err != nil {
+	if err := s.write(ctx, fence, s.q.putKV, s.q.putKVFenced, args...); err != nil {
 		return s.fail(ctx, op, sessionID, err)
 	}
 	return nil

@@ -32,8 +32,9 @@
 //
 // # Fencing
 //
-// A write under store.WithFence is a single statement that takes a share
-// lock on the session's lease row and writes only if the token is current.
+// A write under a store.Fence (not zero) is a single statement that takes a
+// share lock on the session's lease row and writes only if the token is
+// current.
 // AcquireLease updates that row, so a takeover waits for a fenced write in
 // flight to commit, and a write that comes after the takeover finds the new
 // token and writes nothing. Unfenced writes are single statements too: one

@@ -3,6 +3,8 @@ package postgres
 import (
 	"strconv"
 	"strings"
+
+	"github.com/surfaced/surfaced/store"
 )
 
 // nowMS is the database server's current time in unix milliseconds. now()
@@ -19,6 +21,7 @@ type queries struct {
 	putKV, putKVFenced, loadKV                            string
 	acquireLease, renewLease, releaseLease                string
 	list                                                  [8]string // indexed by the list* bits
+	count                                                 [4]string // indexed by the count* bits
 }
 
 const sessionColumns = "id, owner, agent, title, cwd, status, created, updated"
@@ -29,6 +32,31 @@ const (
 	listByCwd
 	listAfterCursor
 )
+
+// The bits of a count's filters, indexing queries.count.
+const (
+	countByAgent = 1 << iota
+	countExcludeEnded
+)
+
+// notEnded is the condition of the sessions that have not ended, as the
+// partial index sessions_live_by_owner_agent has it: a constant, not a
+// parameter, so that the planner can prove that the index holds every row
+// the count wants (with a parameter, a generic plan could not).
+const notEnded = "status <> '" + store.StatusEnded + "'::bytea"
+
+// countSQL is the count query with the filters in bits; its parameters are
+// owner, then agent if counted by agent.
+func countSQL(bits int) string {
+	q := "SELECT count(*) FROM {s}.sessions WHERE owner = $1"
+	if bits&countByAgent != 0 {
+		q += " AND agent = $2"
+	}
+	if bits&countExcludeEnded != 0 {
+		q += " AND " + notEnded
+	}
+	return q
+}
 
 // fenceCTE selects the session's lease row if token ($fence) is current,
 // and share-locks it: AcquireLease's update of the row waits for the
@@ -125,6 +153,9 @@ func newQueries(schema string) queries {
 	}
 	for bits := range q.list {
 		q.list[bits] = listSQL(bits)
+	}
+	for bits := range q.count {
+		q.count[bits] = strings.ReplaceAll(countSQL(bits), "{s}", schema)
 	}
 	for _, p := range []*string{&q.createSession, &q.getSession, &q.exists, &q.updateSession, &q.updateSessionFenced,
 		&q.appendTranscript, &q.appendTranscriptFenced, &q.checkFenced, &q.transcript, &q.putKV, &q.putKVFenced, &q.loadKV,

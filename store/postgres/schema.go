@@ -83,6 +83,19 @@ CREATE TABLE {s}.leases (
 	expires    bigint NOT NULL            -- unix ms by the server's clock; the release time once released
 );
 `},
+	{version: 2, name: "live session count index", sql: `
+-- CountSessions with ExcludeEnded (the quota, counted at every session
+-- creation): only the sessions that have not ended are in this index, so
+-- the count reads none of the owner's ended sessions, however many pile
+-- up. The planner uses a partial index only for a query whose WHERE implies
+-- this condition: countSQL writes it the same way, with the same constant.
+-- Counts of every status use sessions_by_owner_updated by owner, as
+-- filtered listings do; a full index for them would be one more for
+-- ListSessions to choose, and it would choose it over the ordered walk.
+-- Built in the migration's transaction (CREATE INDEX CONCURRENTLY cannot
+-- run in one), so writes to sessions wait while it builds.
+CREATE INDEX sessions_live_by_owner_agent ON {s}.sessions (owner, agent, status) WHERE status <> 'ended'::bytea;
+`},
 }
 
 // migrate brings the schema up to the last of ms. Each migration runs in a

@@ -39,7 +39,7 @@ func BenchmarkSynchronous(b *testing.B) {
 			rev := uint64(0)
 			for b.Loop() {
 				rev++
-				if err := s.PutKV(ctx, "sync", []store.KV{{Key: "k", Value: value, Rev: rev}}); err != nil {
+				if err := s.PutKV(ctx, "sync", 0, []store.KV{{Key: "k", Value: value, Rev: rev}}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -75,7 +75,7 @@ func BenchmarkPools(b *testing.B) {
 					switch i % 5 {
 					case 0:
 						rev++
-						err = s.PutKV(ctx, id, []store.KV{{Key: "k", Value: []byte(`{"n":1}`), Rev: rev}})
+						err = s.PutKV(ctx, id, 0, []store.KV{{Key: "k", Value: []byte(`{"n":1}`), Rev: rev}})
 					case 1, 2:
 						_, err = s.GetSession(ctx, id)
 					case 3:
@@ -108,10 +108,10 @@ func BenchmarkOpen(b *testing.B) {
 		if err := s.CreateSession(ctx, store.Session{ID: id, Owner: "alice"}); err != nil {
 			b.Fatal(err)
 		}
-		if err := s.PutKV(ctx, id, []store.KV{{Key: "surface:canvas", Value: []byte(`{"shapes":[1,2,3]}`), Rev: 1}}); err != nil {
+		if err := s.PutKV(ctx, id, 0, []store.KV{{Key: "surface:canvas", Value: []byte(`{"shapes":[1,2,3]}`), Rev: 1}}); err != nil {
 			b.Fatal(err)
 		}
-		if err := s.AppendTranscript(ctx, id, entries); err != nil {
+		if err := s.AppendTranscript(ctx, id, 0, entries); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -43,7 +43,7 @@ func TestMigrateFromV1(t *testing.T) {
 	s := mustOpen(t, dir)
 	defer s.Close()
 	more := store.Entry{Role: "assistant", Text: "hi", TurnID: 7, PromptID: 9, At: fromMillis(4)}
-	if err := s.AppendTranscript(ctx, "s", []store.Entry{more}); err != nil {
+	if err := s.AppendTranscript(ctx, "s", 0, []store.Entry{more}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Transcript(ctx, "s")
@@ -82,9 +82,9 @@ func TestLeasesAcrossHandles(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		fenced := store.WithFence(ctx, la.Token)
+		fence := store.Fence(la.Token)
 		for i := 1; i < 1_000_000; i++ {
-			if err := a.PutKV(fenced, "shared", []store.KV{{Key: "k", Value: []byte(fmt.Sprint(i)), Rev: uint64(i)}}); err != nil {
+			if err := a.PutKV(ctx, "shared", fence, []store.KV{{Key: "k", Value: []byte(fmt.Sprint(i)), Rev: uint64(i)}}); err != nil {
 				done <- err
 				return
 			}

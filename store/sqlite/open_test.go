@@ -43,7 +43,7 @@ func populate(t *testing.T, dir string) string {
 		if err := s.CreateSession(ctx, store.Session{ID: id, Owner: "alice", Title: strings.Repeat("t", 100)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.PutKV(ctx, id, []store.KV{{Key: "k", Value: []byte(`"` + strings.Repeat("v", 500) + `"`), Rev: 1}}); err != nil {
+		if err := s.PutKV(ctx, id, 0, []store.KV{{Key: "k", Value: []byte(`"` + strings.Repeat("v", 500) + `"`), Rev: 1}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -130,26 +130,62 @@ func TestSettings(t *testing.T) {
 	}
 }
 
+// queryPlan returns the steps of SQLite's plan for query with args.
+func queryPlan(t *testing.T, s *Store, query string, args ...any) string {
+	t.Helper()
+	rows, err := s.write.Query("EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var steps []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(steps, "; ")
+}
+
+// checkCountPlans checks that each count query searches an index by
+// owner: the partial index of the sessions that have not ended, which
+// covers the query, when it excludes ended ones; else
+// sessions_by_owner_updated, which covers it unless it counts by agent.
+func checkCountPlans(t *testing.T, s *Store) {
+	t.Helper()
+	for bits := range s.st.count {
+		args := []any{"owner"}
+		if bits&countByAgent != 0 {
+			args = append(args, "agent")
+		}
+		p := queryPlan(t, s, countSQL(bits), args...)
+		want := "SEARCH sessions USING COVERING INDEX sessions_by_owner_updated (owner=?)"
+		switch bits {
+		case countByAgent:
+			want = "SEARCH sessions USING INDEX sessions_by_owner_updated (owner=?)"
+		case countExcludeEnded:
+			want = "SEARCH sessions USING COVERING INDEX sessions_live_by_owner_agent (owner=?)"
+		case countExcludeEnded | countByAgent:
+			want = "SEARCH sessions USING COVERING INDEX sessions_live_by_owner_agent (owner=? AND agent=?)"
+		}
+		if p != want {
+			t.Errorf("count %02b: plan %q, want %q", bits, p, want)
+		}
+	}
+}
+
 func TestQueryPlans(t *testing.T) {
 	s := mustOpen(t, t.TempDir())
 	defer s.Close()
 	plan := func(query string, args ...any) string {
 		t.Helper()
-		rows, err := s.write.Query("EXPLAIN QUERY PLAN "+query, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var steps []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			steps = append(steps, detail)
-		}
-		return strings.Join(steps, "; ")
+		return queryPlan(t, s, query, args...)
 	}
 	for bits := range 8 {
 		args := []any{"owner"}
@@ -167,6 +203,7 @@ func TestQueryPlans(t *testing.T) {
 			t.Errorf("listing %03b does not walk the index in order: %s", bits, p)
 		}
 	}
+	checkCountPlans(t, s)
 	p := plan(appendEntrySQL, "id", "user", "", "", "", nil, nil, false, "", 0, 0, 0)
 	if !strings.Contains(p, "SEARCH transcript USING") || strings.Contains(p, "SCAN") {
 		t.Errorf("appending scans the transcript: %s", p)
@@ -372,6 +409,90 @@ func TestMigrateForward(t *testing.T) {
 
 	// This build's schema is older than the file's: refuse, change nothing.
 	badOpen(t, dir, fmt.Sprintf("schema version %d is newer than this build knows (%d)", testMigration.version, len(migrations)))
+}
+
+// upTo returns the migrations up to version v: the schema of an older build.
+func upTo(v int) []migration {
+	var ms []migration
+	for _, m := range migrations {
+		if m.version <= v {
+			ms = append(ms, m)
+		}
+	}
+	return ms
+}
+
+// TestMigrateCountIndex upgrades a database made before the live session
+// count index (version 3): the migration adds it, the sessions that were
+// there are counted right, and the counts use it.
+func TestMigrateCountIndex(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := mustOpen(t, dir, func(c *config) { c.migrations = upTo(3) })
+	for i := range 30 {
+		status := []string{"ready", store.StatusEnded, "idle"}[i%3]
+		agent := []string{"pi", "hello"}[i%2]
+		if err := s.CreateSession(ctx, store.Session{ID: fmt.Sprint("old-", i), Owner: "alice", Agent: agent, Status: status}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One ends after it was stored, one comes back.
+	ended, ready := store.StatusEnded, "ready"
+	if err := s.UpdateSession(ctx, "old-0", 0, store.SessionUpdate{Status: &ended}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateSession(ctx, "old-1", 0, store.SessionUpdate{Status: &ready}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateSession(ctx, store.Session{ID: "bob-1", Owner: "bob", Agent: "pi", Status: "ready"}); err != nil {
+		t.Fatal(err)
+	}
+	hasIndex := func() bool {
+		t.Helper()
+		var n int
+		if err := s.write.QueryRow("SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'sessions_live_by_owner_agent'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	if hasIndex() {
+		t.Fatal("version 3 has the count index")
+	}
+	s.Close()
+
+	s = mustOpen(t, dir)
+	defer s.Close()
+	var version int
+	if err := s.write.QueryRow("SELECT max(version) FROM schema_migrations").Scan(&version); err != nil || version != len(migrations) {
+		t.Errorf("schema version %d (%v), want %d", version, err, len(migrations))
+	}
+	if !hasIndex() {
+		t.Error("no count index after the upgrade")
+	}
+	// Of alice's 30: i%3 == 1 ended (10), then old-0 ended and old-1 back.
+	for _, c := range []struct {
+		q    store.CountQuery
+		want int
+	}{
+		{store.CountQuery{Owner: "alice"}, 30},
+		{store.CountQuery{Owner: "alice", ExcludeEnded: true}, 20},
+		{store.CountQuery{Owner: "alice", Agent: "pi"}, 15},
+		{store.CountQuery{Owner: "alice", Agent: "pi", ExcludeEnded: true}, 9},
+		{store.CountQuery{Owner: "alice", Agent: "hello", ExcludeEnded: true}, 11},
+		{store.CountQuery{Owner: "bob", ExcludeEnded: true}, 1},
+	} {
+		if n, err := s.CountSessions(ctx, c.q); err != nil || n != c.want {
+			t.Errorf("after the upgrade, count %+v = %d, %v; want %d", c.q, n, err, c.want)
+		}
+	}
+	checkCountPlans(t, s)
+	// The index is kept up to date from then on.
+	if err := s.UpdateSession(ctx, "old-1", 0, store.SessionUpdate{Status: &ended}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.CountSessions(ctx, store.CountQuery{Owner: "alice", ExcludeEnded: true}); err != nil || n != 19 {
+		t.Errorf("after ending one more, %d live, %v; want 19", n, err)
+	}
 }
 
 func TestMigrationFailureKeepsOldSchema(t *testing.T) {

@@ -74,7 +74,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (store.Session, error
 }
 
 // UpdateSession implements store.Store.
-func (s *Store) UpdateSession(ctx context.Context, id string, u store.SessionUpdate) error {
+func (s *Store) UpdateSession(ctx context.Context, id string, fence store.Fence, u store.SessionUpdate) error {
 	if s.closed.Load() {
 		return store.ErrClosed
 	}
@@ -101,10 +101,10 @@ func (s *Store) UpdateSession(ctx context.Context, id string, u store.SessionUpd
 		return nil
 	}
 	var err error
-	if token, fenced := store.FenceOf(ctx); fenced {
+	if fence != 0 {
 		// Nothing updated: fenced, or no such session.
-		if err = update(s.st.updateSessionFenced, token); errors.Is(err, store.ErrNotFound) {
-			if ferr := s.checkFence(ctx, s.st.checkFence, id, token); ferr != nil {
+		if err = update(s.st.updateSessionFenced, int64(fence)); errors.Is(err, store.ErrNotFound) {
+			if ferr := s.checkFence(ctx, s.st.checkFence, id, fence); ferr != nil {
 				err = ferr
 			}
 		}
@@ -171,8 +171,35 @@ func (s *Store) ListSessions(ctx context.Context, q store.ListQuery) ([]store.Se
 	return page, encodeCursor(last.Updated.UnixMilli(), last.ID), nil
 }
 
+// CountSessions implements store.Store: one SELECT count(*), served by
+// the partial index sessions_live_by_owner_agent when it excludes ended
+// sessions, else by sessions_by_owner_updated.
+func (s *Store) CountSessions(ctx context.Context, q store.CountQuery) (int, error) {
+	const op = "count sessions"
+	if s.closed.Load() {
+		return 0, store.ErrClosed
+	}
+	if err := store.CheckCountQuery(q); err != nil {
+		return 0, s.fail(op, "", err)
+	}
+	bits := 0
+	args := []any{q.Owner}
+	if q.Agent != "" {
+		bits |= countByAgent
+		args = append(args, q.Agent)
+	}
+	if q.ExcludeEnded {
+		bits |= countExcludeEnded
+	}
+	var n int
+	if err := s.st.count[bits].QueryRowContext(ctx, args...).Scan(&n); err != nil {
+		return 0, s.fail(op, "", err)
+	}
+	return n, nil
+}
+
 // AppendTranscript implements store.Store.
-func (s *Store) AppendTranscript(ctx context.Context, sessionID string, entries []store.Entry) error {
+func (s *Store) AppendTranscript(ctx context.Context, sessionID string, fence store.Fence, entries []store.Entry) error {
 	const op = "append transcript"
 	if s.closed.Load() {
 		return store.ErrClosed
@@ -184,13 +211,13 @@ func (s *Store) AppendTranscript(ctx context.Context, sessionID string, entries 
 		return s.fail(op, sessionID, err)
 	}
 	if len(entries) == 0 {
-		if err := s.writeExists(ctx, sessionID); err != nil {
+		if err := s.writeExists(ctx, sessionID, fence); err != nil {
 			return s.fail(op, sessionID, err)
 		}
 		return nil
 	}
 	at := now()
-	err := s.writeEach(ctx, sessionID, s.st.appendEntry, s.st.appendEntryFenced, len(entries), func(i int) []any {
+	err := s.writeEach(ctx, sessionID, fence, s.st.appendEntry, s.st.appendEntryFenced, len(entries), func(i int) []any {
 		e := entries[i]
 		if e.At.IsZero() {
 			e.At = at
@@ -207,16 +234,16 @@ func (s *Store) AppendTranscript(ctx context.Context, sessionID string, entries 
 
 // writeEach runs stmt on the writer with the arguments args(i) for i in
 // [0, n), all or none: one statement alone is a transaction already, several
-// run in one. Under a fence, one runs as fencedStmt, which checks it, and
-// several in a transaction that checks it first. A statement that breaks the foreign key to sessions means there is
-// no such session: ErrNotFound.
+// run in one. Under a fence (not zero), one runs as fencedStmt, which checks
+// it, and several in a transaction that checks it first. A statement that
+// breaks the foreign key to sessions means there is no such session:
+// ErrNotFound.
 //
 // Running a lone statement outside BEGIN/COMMIT halves the CPU time of the
 // common single-entry write (BenchmarkStore/sqlite/PutKV1KiB).
-func (s *Store) writeEach(ctx context.Context, sessionID string, stmt, fencedStmt *sql.Stmt, n int, args func(i int) []any) error {
-	token, fenced := store.FenceOf(ctx)
+func (s *Store) writeEach(ctx context.Context, sessionID string, fence store.Fence, stmt, fencedStmt *sql.Stmt, n int, args func(i int) []any) error {
 	switch {
-	case n == 1 && !fenced:
+	case n == 1 && fence == 0:
 		_, err := stmt.ExecContext(ctx, args(0)...)
 		return noSession(err)
 	case n == 1:
@@ -224,18 +251,18 @@ func (s *Store) writeEach(ctx context.Context, sessionID string, stmt, fencedStm
 		// transaction around both). One that wrote nothing was fenced or,
 		// for a KV entry, skipped: ask which. A token never becomes current
 		// again, so the answer cannot turn a fenced write into a skip.
-		res, err := fencedStmt.ExecContext(ctx, append(args(0), token)...)
+		res, err := fencedStmt.ExecContext(ctx, append(args(0), int64(fence))...)
 		if err != nil {
 			return noSession(err)
 		}
 		if written, err := res.RowsAffected(); err != nil {
 			return err
 		} else if written == 0 {
-			return s.checkFence(ctx, s.st.checkFence, sessionID, token)
+			return s.checkFence(ctx, s.st.checkFence, sessionID, fence)
 		}
 		return nil
 	}
-	return s.inTx(ctx, sessionID, func(tx *sql.Tx) error {
+	return s.inTx(ctx, sessionID, fence, func(tx *sql.Tx) error {
 		txStmt := tx.StmtContext(ctx, stmt)
 		for i := range n {
 			if _, err := txStmt.ExecContext(ctx, args(i)...); err != nil {
@@ -246,14 +273,14 @@ func (s *Store) writeEach(ctx context.Context, sessionID string, stmt, fencedStm
 	})
 }
 
-// inTx runs write in a transaction on the writer, after checking the fence
-// of ctx, if any, in the same transaction. Its BEGIN IMMEDIATE takes
+// inTx runs write in a transaction on the writer, after checking fence,
+// unless it is zero, in the same transaction. Its BEGIN IMMEDIATE takes
 // SQLite's write lock, so that no lease can change between the check and
 // the commit, from this process or another one on the same file.
-func (s *Store) inTx(ctx context.Context, sessionID string, write func(tx *sql.Tx) error) error {
+func (s *Store) inTx(ctx context.Context, sessionID string, fence store.Fence, write func(tx *sql.Tx) error) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		if token, fenced := store.FenceOf(ctx); fenced {
-			if err := s.checkFence(ctx, tx.StmtContext(ctx, s.st.checkFence), sessionID, token); err != nil {
+		if fence != 0 {
+			if err := s.checkFence(ctx, tx.StmtContext(ctx, s.st.checkFence), sessionID, fence); err != nil {
 				return err
 			}
 		}
@@ -261,15 +288,15 @@ func (s *Store) inTx(ctx context.Context, sessionID string, write func(tx *sql.T
 	})
 }
 
-// checkFence returns an error wrapping ErrFenced unless token is the
+// checkFence returns an error wrapping ErrFenced unless fence is the
 // session's current lease token; stmt is checkFence, on the writer.
-func (s *Store) checkFence(ctx context.Context, stmt *sql.Stmt, sessionID string, token int64) error {
+func (s *Store) checkFence(ctx context.Context, stmt *sql.Stmt, sessionID string, fence store.Fence) error {
 	var current bool
-	if err := stmt.QueryRowContext(ctx, sessionID, token).Scan(&current); err != nil {
+	if err := stmt.QueryRowContext(ctx, sessionID, int64(fence)).Scan(&current); err != nil {
 		return fmt.Errorf("check fence: %w", err)
 	}
 	if !current {
-		return fmt.Errorf("token %d: %w", token, store.ErrFenced)
+		return fmt.Errorf("token %d: %w", fence, store.ErrFenced)
 	}
 	return nil
 }
@@ -287,13 +314,13 @@ func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return tx.Commit()
 }
 
-// writeExists is exists for a write of nothing, which must still pass the
-// fence of ctx, if any.
-func (s *Store) writeExists(ctx context.Context, id string) error {
-	if _, fenced := store.FenceOf(ctx); !fenced {
+// writeExists is exists for a write of nothing, which must still pass
+// fence unless it is zero.
+func (s *Store) writeExists(ctx context.Context, id string, fence store.Fence) error {
+	if fence == 0 {
 		return s.exists(ctx, id)
 	}
-	return s.inTx(ctx, id, func(tx *sql.Tx) error {
+	return s.inTx(ctx, id, fence, func(tx *sql.Tx) error {
 		var one int
 		err := tx.StmtContext(ctx, s.st.writeExists).QueryRowContext(ctx, id).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -361,7 +388,7 @@ func (s *Store) exists(ctx context.Context, id string) error {
 }
 
 // PutKV implements store.Store.
-func (s *Store) PutKV(ctx context.Context, sessionID string, entries []store.KV) error {
+func (s *Store) PutKV(ctx context.Context, sessionID string, fence store.Fence, entries []store.KV) error {
 	const op = "put kv"
 	if s.closed.Load() {
 		return store.ErrClosed
@@ -373,12 +400,12 @@ func (s *Store) PutKV(ctx context.Context, sessionID string, entries []store.KV)
 		return s.fail(op, sessionID, err)
 	}
 	if len(entries) == 0 {
-		if err := s.writeExists(ctx, sessionID); err != nil {
+		if err := s.writeExists(ctx, sessionID, fence); err != nil {
 			return s.fail(op, sessionID, err)
 		}
 		return nil
 	}
-	err := s.writeEach(ctx, sessionID, s.st.upsertKV, s.st.upsertKVFenced, len(entries), func(i int) []any {
+	err := s.writeEach(ctx, sessionID, fence, s.st.upsertKV, s.st.upsertKVFenced, len(entries), func(i int) []any {
 		e := entries[i]
 		var value any
 		if !e.Deleted {

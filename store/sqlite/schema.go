@@ -80,6 +80,17 @@ CREATE TABLE leases (
 	expires    INTEGER NOT NULL  -- unix ms; the release time once released
 ) STRICT, WITHOUT ROWID;
 `},
+	{version: 4, name: "live session count index", sql: `
+-- CountSessions with ExcludeEnded (the quota, counted at every session
+-- creation): only the sessions that have not ended are in this index, so
+-- the count reads none of the owner's ended sessions, however many pile
+-- up. SQLite uses a partial index only for a query whose WHERE holds this
+-- condition as written (countSQL writes it the same way), and checks the
+-- condition on the index alone only if status is in it. Counts of every
+-- status search sessions_by_owner_updated by owner, as filtered listings
+-- do; an index for them would be one more for ListSessions to choose.
+CREATE INDEX sessions_live_by_owner_agent ON sessions (owner, agent, status) WHERE status <> 'ended';
+`},
 }
 
 // migrate brings the schema from version current to the last in ms.

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+
+	"github.com/surfaced/surfaced/store"
 )
 
 // statements are prepared once at Open: parsing SQL is a fifth of the time
@@ -21,6 +23,7 @@ type statements struct {
 	// Readers.
 	getSession, readExists, transcript, loadKV *sql.Stmt
 	list                                       [8]*sql.Stmt // indexed by the list* bits
+	count                                      [4]*sql.Stmt // indexed by the count* bits
 
 	all []*sql.Stmt
 }
@@ -51,6 +54,30 @@ func listSQL(bits int) string {
 		where.WriteString(" AND (updated, id) < (?, ?)")
 	}
 	return "SELECT " + sessionColumns + " FROM sessions WHERE " + where.String() + " ORDER BY updated DESC, id DESC LIMIT ?"
+}
+
+// The bits of a count's filters, indexing statements.count.
+const (
+	countByAgent = 1 << iota
+	countExcludeEnded
+)
+
+// notEnded is the condition of the sessions that have not ended, as the
+// partial index sessions_live_by_owner_agent has it: SQLite uses that index
+// only for a query that holds this very term.
+const notEnded = "status <> '" + store.StatusEnded + "'"
+
+// countSQL is the count query with the filters in bits; its parameters are
+// owner, then agent if counted by agent.
+func countSQL(bits int) string {
+	q := "SELECT count(*) FROM sessions WHERE owner = ?"
+	if bits&countByAgent != 0 {
+		q += " AND agent = ?"
+	}
+	if bits&countExcludeEnded != 0 {
+		q += " AND " + notEnded
+	}
+	return q
 }
 
 // fenceCond is true while the token, parameter number token, is the current
@@ -123,6 +150,9 @@ func (s *Store) prepareStatements(ctx context.Context) error {
 	}
 	for bits := range st.list {
 		list = append(list, prepared{s.read, &st.list[bits], listSQL(bits)})
+	}
+	for bits := range st.count {
+		list = append(list, prepared{s.read, &st.count[bits], countSQL(bits)})
 	}
 	for _, p := range list {
 		if err := prep(p.db, p.dst, p.query); err != nil {

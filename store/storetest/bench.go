@@ -22,6 +22,7 @@ func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 	b.Run("AppendTranscript10", func(b *testing.B) { benchAppend(b, open, 10) })
 	b.Run("GetSession", func(b *testing.B) { benchGet(b, open) })
 	b.Run("ListSessions10k", func(b *testing.B) { benchList(b, open, 10_000) })
+	b.Run("CountSessions10k", func(b *testing.B) { benchCount(b, open, 10_000) })
 	b.Run("PutKV1KiBFenced", func(b *testing.B) { benchPutKVFenced(b, open) })
 	b.Run("LeaseAcquireRelease", func(b *testing.B) { benchLeaseAcquire(b, open) })
 	b.Run("LeaseRenew", func(b *testing.B) { benchLeaseRenew(b, open) })
@@ -44,14 +45,14 @@ func benchPutKVFenced(b *testing.B, open func(b *testing.B) store.Store) {
 	must(b, s.CreateSession(ctx, store.Session{ID: "bench", Owner: "alice"}))
 	l, err := ls.AcquireLease(ctx, "bench", "node-a", time.Hour)
 	must(b, err)
-	fenced := store.WithFence(ctx, l.Token)
+	fence := store.Fence(l.Token)
 	b.SetBytes(int64(len(value1KiB)))
 	b.ReportAllocs()
 	rev := uint64(0)
 	cpu := startCPU()
 	for b.Loop() {
 		rev++
-		if err := s.PutKV(fenced, "bench", []store.KV{{Key: "surface:canvas", Value: value1KiB, Rev: rev}}); err != nil {
+		if err := s.PutKV(ctx, "bench", fence, []store.KV{{Key: "surface:canvas", Value: value1KiB, Rev: rev}}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -143,7 +144,7 @@ func benchPutKV(b *testing.B, open func(b *testing.B) store.Store) {
 	cpu := startCPU()
 	for b.Loop() {
 		rev++
-		if err := s.PutKV(ctx, "bench", []store.KV{{Key: "surface:canvas", Value: value1KiB, Rev: rev}}); err != nil {
+		if err := s.PutKV(ctx, "bench", 0, []store.KV{{Key: "surface:canvas", Value: value1KiB, Rev: rev}}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -170,7 +171,7 @@ func benchPutKVParallel(b *testing.B, open func(b *testing.B) store.Store, gorou
 		rev := uint64(0)
 		for pb.Next() {
 			rev++
-			if err := s.PutKV(ctx, id, []store.KV{{Key: "surface:canvas", Value: value1KiB, Rev: rev}}); err != nil {
+			if err := s.PutKV(ctx, id, 0, []store.KV{{Key: "surface:canvas", Value: value1KiB, Rev: rev}}); err != nil {
 				b.Error(err)
 				return
 			}
@@ -195,7 +196,7 @@ func benchAppend(b *testing.B, open func(b *testing.B) store.Store, batch int) {
 	b.ReportAllocs()
 	cpu := startCPU()
 	for b.Loop() {
-		if err := s.AppendTranscript(ctx, "bench", entries); err != nil {
+		if err := s.AppendTranscript(ctx, "bench", 0, entries); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -247,6 +248,70 @@ func benchList(b *testing.B, open func(b *testing.B) store.Store, n int) {
 				page, _, err := s.ListSessions(ctx, store.ListQuery{Owner: "alice", Limit: 50, Cursor: tc.cursor})
 				if err != nil || len(page) != 50 {
 					b.Fatalf("page of %d: %v", len(page), err)
+				}
+			}
+			cpu.report(b)
+		})
+	}
+}
+
+// benchCount counts one owner's sessions among 2n, n of them the owner's,
+// nine in ten of those ended (as they pile up): the live ones (a quota
+// check), all of them, the live ones of one agent, and, as the baseline,
+// the live ones by paging through the listing as a count did before
+// CountSessions.
+func benchCount(b *testing.B, open func(b *testing.B) store.Store, n int) {
+	ctx := context.Background()
+	s := benchOpen(b, open)
+	live, livePi := 0, 0
+	for i := range 2 * n {
+		owner, agent, status := []string{"alice", "bob"}[i%2], []string{"pi", "hello"}[i/2%2], store.StatusEnded
+		if i/2%10 == 0 {
+			status = "ready"
+			if owner == "alice" {
+				live++
+				if agent == "pi" {
+					livePi++
+				}
+			}
+		}
+		must(b, s.CreateSession(ctx, store.Session{ID: fmt.Sprintf("count-%06d", i), Owner: owner, Agent: agent, Status: status}))
+	}
+	for _, tc := range []struct {
+		name string
+		want int
+		run  func() (int, error)
+	}{
+		{"live", live, func() (int, error) { return s.CountSessions(ctx, store.CountQuery{Owner: "alice", ExcludeEnded: true}) }},
+		{"all", n, func() (int, error) { return s.CountSessions(ctx, store.CountQuery{Owner: "alice"}) }},
+		{"liveByAgent", livePi, func() (int, error) {
+			return s.CountSessions(ctx, store.CountQuery{Owner: "alice", Agent: "pi", ExcludeEnded: true})
+		}},
+		{"livePaged", live, func() (int, error) {
+			count, cursor := 0, ""
+			for {
+				page, next, err := s.ListSessions(ctx, store.ListQuery{Owner: "alice", Limit: store.MaxListLimit, Cursor: cursor})
+				if err != nil {
+					return 0, err
+				}
+				for _, sess := range page {
+					if sess.Status != store.StatusEnded {
+						count++
+					}
+				}
+				if next == "" {
+					return count, nil
+				}
+				cursor = next
+			}
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			cpu := startCPU()
+			for b.Loop() {
+				if got, err := tc.run(); err != nil || got != tc.want {
+					b.Fatalf("count %d, %v; want %d", got, err, tc.want)
 				}
 			}
 			cpu.report(b)

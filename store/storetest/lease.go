@@ -234,36 +234,36 @@ func (r *recorder) Errorf(format string, args ...any) {
 	r.errs = append(r.errs, fmt.Sprintf(format, args...))
 }
 
-// writeCalls are the fenced write methods, each with a write that changes
-// the session if it lands; i makes each call's change new.
+// writeCalls are the fenced write methods, each with a write under fence
+// that changes the session if it lands; i makes each call's change new.
 var writeCalls = []struct {
 	name  string
-	write func(ctx context.Context, s store.Store, id string, i int) error
+	write func(ctx context.Context, s store.Store, id string, fence store.Fence, i int) error
 }{
-	{"PutKV", func(ctx context.Context, s store.Store, id string, i int) error {
-		return s.PutKV(ctx, id, []store.KV{{Key: "k", Value: []byte(fmt.Sprint(i)), Rev: uint64(i)}})
+	{"PutKV", func(ctx context.Context, s store.Store, id string, fence store.Fence, i int) error {
+		return s.PutKV(ctx, id, fence, []store.KV{{Key: "k", Value: []byte(fmt.Sprint(i)), Rev: uint64(i)}})
 	}},
-	{"PutKV empty", func(ctx context.Context, s store.Store, id string, i int) error {
-		return s.PutKV(ctx, id, nil)
+	{"PutKV empty", func(ctx context.Context, s store.Store, id string, fence store.Fence, i int) error {
+		return s.PutKV(ctx, id, fence, nil)
 	}},
-	{"PutKV batch", func(ctx context.Context, s store.Store, id string, i int) error {
-		return s.PutKV(ctx, id, []store.KV{{Key: "b", Value: []byte(fmt.Sprint(i)), Rev: uint64(i)}, {Key: "k", Value: []byte(fmt.Sprint(i)), Rev: uint64(i)}})
+	{"PutKV batch", func(ctx context.Context, s store.Store, id string, fence store.Fence, i int) error {
+		return s.PutKV(ctx, id, fence, []store.KV{{Key: "b", Value: []byte(fmt.Sprint(i)), Rev: uint64(i)}, {Key: "k", Value: []byte(fmt.Sprint(i)), Rev: uint64(i)}})
 	}},
-	{"AppendTranscript", func(ctx context.Context, s store.Store, id string, i int) error {
-		return s.AppendTranscript(ctx, id, []store.Entry{{Role: "user", Text: fmt.Sprint(i), At: ms(int64(i))}})
+	{"AppendTranscript", func(ctx context.Context, s store.Store, id string, fence store.Fence, i int) error {
+		return s.AppendTranscript(ctx, id, fence, []store.Entry{{Role: "user", Text: fmt.Sprint(i), At: ms(int64(i))}})
 	}},
-	{"AppendTranscript batch", func(ctx context.Context, s store.Store, id string, i int) error {
-		return s.AppendTranscript(ctx, id, []store.Entry{{Role: "user", Text: fmt.Sprint(i), At: ms(int64(i))}, {Role: "assistant", At: ms(int64(i))}})
+	{"AppendTranscript batch", func(ctx context.Context, s store.Store, id string, fence store.Fence, i int) error {
+		return s.AppendTranscript(ctx, id, fence, []store.Entry{{Role: "user", Text: fmt.Sprint(i), At: ms(int64(i))}, {Role: "assistant", At: ms(int64(i))}})
 	}},
-	{"AppendTranscript empty", func(ctx context.Context, s store.Store, id string, i int) error {
-		return s.AppendTranscript(ctx, id, nil)
+	{"AppendTranscript empty", func(ctx context.Context, s store.Store, id string, fence store.Fence, i int) error {
+		return s.AppendTranscript(ctx, id, fence, nil)
 	}},
-	{"UpdateSession", func(ctx context.Context, s store.Store, id string, i int) error {
+	{"UpdateSession", func(ctx context.Context, s store.Store, id string, fence store.Fence, i int) error {
 		title := fmt.Sprint(i)
-		return s.UpdateSession(ctx, id, store.SessionUpdate{Title: &title})
+		return s.UpdateSession(ctx, id, fence, store.SessionUpdate{Title: &title})
 	}},
-	{"UpdateSession empty", func(ctx context.Context, s store.Store, id string, i int) error {
-		return s.UpdateSession(ctx, id, store.SessionUpdate{})
+	{"UpdateSession empty", func(ctx context.Context, s store.Store, id string, fence store.Fence, i int) error {
+		return s.UpdateSession(ctx, id, fence, store.SessionUpdate{})
 	}},
 }
 
@@ -278,7 +278,7 @@ func testFencedWrites(t *testing.T, s store.Store) {
 	i := 0
 	for _, c := range writeCalls {
 		i++
-		if err := c.write(store.WithFence(ctx, a.Token), s, "fw", i); err != nil {
+		if err := c.write(ctx, s, "fw", store.Fence(a.Token), i); err != nil {
 			t.Errorf("%s under the current token: %v", c.name, err)
 		}
 	}
@@ -288,13 +288,13 @@ func testFencedWrites(t *testing.T, s store.Store) {
 	b, err := ls.AcquireLease(ctx, "fw", "node-b", time.Minute)
 	must(t, err)
 	want := stateOf(t, s, "fw")
+	// The zero Fence is no fence: it is not among them (see below).
 	stale := map[string]struct {
 		id    string
 		token int64
 	}{
 		"the previous token":       {"fw", a.Token},
 		"a token never issued":     {"fw", b.Token + 1000},
-		"zero":                     {"fw", 0},
 		"a session without lease":  {"fw-unleased", a.Token},
 		"an unknown session":       {"fw-nope", a.Token},
 		"a negative token":         {"fw", -b.Token},
@@ -304,7 +304,7 @@ func testFencedWrites(t *testing.T, s store.Store) {
 	for name, f := range stale {
 		for _, c := range writeCalls {
 			i++
-			if err := c.write(store.WithFence(ctx, f.token), s, f.id, i); !errors.Is(err, store.ErrFenced) {
+			if err := c.write(ctx, s, f.id, store.Fence(f.token), i); !errors.Is(err, store.ErrFenced) {
 				t.Errorf("%s on %s fenced with %s: err = %v, want ErrFenced", c.name, f.id, name, err)
 			}
 		}
@@ -315,18 +315,18 @@ func testFencedWrites(t *testing.T, s store.Store) {
 	}
 
 	// Bad arguments are refused as such before any fence check.
-	if err := s.PutKV(store.WithFence(ctx, a.Token), "fw", []store.KV{{Key: "k", Value: []byte("{"), Rev: 99}}); !errors.Is(err, store.ErrInvalid) {
+	if err := s.PutKV(ctx, "fw", store.Fence(a.Token), []store.KV{{Key: "k", Value: []byte("{"), Rev: 99}}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("bad PutKV under a stale fence: err = %v, want ErrInvalid", err)
 	}
 
-	// The new holder writes; unfenced writes are not checked.
+	// The new holder writes; unfenced writes (the zero Fence) are not
+	// checked, though another node holds the lease.
 	wantTitle, wantRev, wantEntries := "", uint64(0), len(want.transcript)
 	for _, c := range writeCalls {
-		for _, wctx := range []context.Context{store.WithFence(ctx, b.Token), ctx} {
+		for _, fence := range []store.Fence{store.Fence(b.Token), 0} {
 			i++
-			if err := c.write(wctx, s, "fw", i); err != nil {
-				_, fenced := store.FenceOf(wctx)
-				t.Errorf("%s (fenced: %v) by the new holder: %v", c.name, fenced, err)
+			if err := c.write(ctx, s, "fw", fence, i); err != nil {
+				t.Errorf("%s (fence %d) by the new holder: %v", c.name, fence, err)
 			}
 			switch c.name {
 			case "PutKV", "PutKV batch":
@@ -351,7 +351,7 @@ func testFencedWrites(t *testing.T, s store.Store) {
 	want = stateOf(t, s, "fw")
 	for _, c := range writeCalls {
 		i++
-		if err := c.write(store.WithFence(ctx, b.Token), s, "fw", i); !errors.Is(err, store.ErrFenced) {
+		if err := c.write(ctx, s, "fw", store.Fence(b.Token), i); !errors.Is(err, store.ErrFenced) {
 			t.Errorf("%s under a released token: err = %v, want ErrFenced", c.name, err)
 		}
 	}
@@ -362,7 +362,7 @@ func testFencedWrites(t *testing.T, s store.Store) {
 	must(t, err)
 	for _, c := range writeCalls {
 		i++
-		if err := c.write(store.WithFence(ctx, g.Token), s, "fw-ghost", i); !errors.Is(err, store.ErrNotFound) {
+		if err := c.write(ctx, s, "fw-ghost", store.Fence(g.Token), i); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("%s on an unknown session under its lease: err = %v, want ErrNotFound", c.name, err)
 		}
 	}
@@ -389,7 +389,7 @@ func testFenceRacesTakeover(t *testing.T, s store.Store) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			fenced := store.WithFence(ctx, a.Token)
+			fence := store.Fence(a.Token)
 			for i := 1; ; i++ {
 				select {
 				case <-stop:
@@ -398,7 +398,7 @@ func testFenceRacesTakeover(t *testing.T, s store.Store) {
 				default:
 				}
 				c := writeCalls[(i-1)%len(writeCalls)]
-				if err := c.write(fenced, s, id, i); err != nil {
+				if err := c.write(ctx, s, id, fence, i); err != nil {
 					done <- result{i - 1, err}
 					return
 				}
@@ -550,8 +550,15 @@ func testOddBytes(t *testing.T, s store.Store) {
 			t.Errorf("list %+q: %v, %v; want nothing", []string{q.Owner, q.Agent, q.Cwd}, idsOf(page), err)
 		}
 	}
+	checkCounts(t, s, "odd bytes", []countCase{
+		{store.CountQuery{Owner: odd}, 1},
+		{store.CountQuery{Owner: odd, Agent: sess.Agent, ExcludeEnded: true}, 1},
+		{store.CountQuery{Owner: "a"}, 0},
+		{store.CountQuery{Owner: "a\x00b"}, 0},
+		{store.CountQuery{Owner: odd, Agent: odd}, 0},
+	})
 	title, status := "\x00", "\xfe\xff"
-	must(t, s.UpdateSession(ctx, "odd", store.SessionUpdate{Title: &title, Status: &status}))
+	must(t, s.UpdateSession(ctx, "odd", 0, store.SessionUpdate{Title: &title, Status: &status}))
 	got, err = s.GetSession(ctx, "odd")
 	must(t, err)
 	if got.Title != title || got.Status != status {
@@ -560,7 +567,7 @@ func testOddBytes(t *testing.T, s store.Store) {
 
 	entries := []store.Entry{{Role: odd, Text: odd + "\x00\x00", ToolCallID: odd, ToolName: odd, Via: odd, At: ms(5)},
 		{Role: "assistant", Text: "\xff", At: ms(6)}}
-	must(t, s.AppendTranscript(ctx, "odd", entries))
+	must(t, s.AppendTranscript(ctx, "odd", 0, entries))
 	tr, err := s.Transcript(ctx, "odd")
 	must(t, err)
 	equalEntries(t, tr, entries)
@@ -571,7 +578,7 @@ func testOddBytes(t *testing.T, s store.Store) {
 	for i, k := range keys {
 		put = append(put, store.KV{Key: k, Value: []byte(fmt.Sprint(i)), Rev: 1})
 	}
-	must(t, s.PutKV(ctx, "odd", put))
+	must(t, s.PutKV(ctx, "odd", 0, put))
 	kv, err := s.LoadKV(ctx, "odd")
 	must(t, err)
 	want := slices.Clone(keys)

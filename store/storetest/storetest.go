@@ -37,6 +37,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListStableUnderUpdates", testListStableUnderUpdates},
 		{"ListConcurrentUpdates", testListConcurrentUpdates},
 		{"ListBadCursor", testListBadCursor},
+		{"Count", testCount},
+		{"CountAfterUpdates", testCountAfterUpdates},
+		{"CountConcurrentUpdates", testCountConcurrentUpdates},
 		{"Transcript", testTranscript},
 		{"TranscriptLargeText", testTranscriptLargeText},
 		{"TranscriptIsolation", testTranscriptIsolation},
@@ -86,16 +89,16 @@ func RunDurable(t *testing.T, newStorage func(t *testing.T) (open func(t *testin
 		must(t, s.CreateSession(ctx, sess))
 	}
 	entries := sampleEntries(5)
-	must(t, s.AppendTranscript(ctx, "dur-1", entries[:3]))
-	must(t, s.AppendTranscript(ctx, "dur-1", entries[3:]))
+	must(t, s.AppendTranscript(ctx, "dur-1", 0, entries[:3]))
+	must(t, s.AppendTranscript(ctx, "dur-1", 0, entries[3:]))
 	kvs := []store.KV{
 		{Key: "surface:canvas", Value: []byte(`{"shapes": [1, 2, 3]}`), Rev: 7},
 		{Key: "canvas.model", Value: []byte(`"big"`), Rev: 2},
 		{Key: "gone", Rev: 9, Deleted: true},
 	}
-	must(t, s.PutKV(ctx, "dur-1", kvs))
+	must(t, s.PutKV(ctx, "dur-1", 0, kvs))
 	title := "renamed"
-	must(t, s.UpdateSession(ctx, "dur-2", store.SessionUpdate{Title: &title}))
+	must(t, s.UpdateSession(ctx, "dur-2", 0, store.SessionUpdate{Title: &title}))
 	sessions[1], _ = s.GetSession(ctx, "dur-2")
 	held, err := leaser(t, s).AcquireLease(ctx, "dur-1", "node-a", time.Hour)
 	must(t, err)
@@ -115,6 +118,11 @@ func RunDurable(t *testing.T, newStorage func(t *testing.T) (open func(t *testin
 	if ids := idsOf(page); !slices.Equal(ids, []string{"dur-2", "dur-1"}) {
 		t.Errorf("after reopen, list = %v, want [dur-2 dur-1]", ids)
 	}
+	checkCounts(t, s, "after reopen", []countCase{
+		{store.CountQuery{Owner: "alice"}, 2},
+		{store.CountQuery{Owner: "alice", ExcludeEnded: true}, 1},
+		{store.CountQuery{Owner: "bob", Agent: "hello", ExcludeEnded: true}, 1},
+	})
 	got, err := s.Transcript(ctx, "dur-1")
 	must(t, err)
 	equalEntries(t, got, entries)
@@ -132,18 +140,18 @@ func RunDurable(t *testing.T, newStorage func(t *testing.T) (open func(t *testin
 	if l, err := leaser(t, s).AcquireLease(ctx, "dur-2", "node-b", time.Hour); err != nil || l.Token <= released.Token {
 		t.Errorf("after reopen, acquire of a released lease: %+v, %v; want a token above %d", l, err, released.Token)
 	}
-	if err := s.UpdateSession(store.WithFence(ctx, released.Token), "dur-2", store.SessionUpdate{}); !errors.Is(err, store.ErrFenced) {
+	if err := s.UpdateSession(ctx, "dur-2", store.Fence(released.Token), store.SessionUpdate{}); !errors.Is(err, store.ErrFenced) {
 		t.Errorf("after reopen, a write under a released token: %v, want ErrFenced", err)
 	}
 
 	// Revs and sequence numbers continue where they were.
-	must(t, s.PutKV(ctx, "dur-1", []store.KV{
+	must(t, s.PutKV(ctx, "dur-1", 0, []store.KV{
 		{Key: "surface:canvas", Value: []byte(`{"stale":true}`), Rev: 7},
 		{Key: "gone", Value: []byte(`"back"`), Rev: 9},
 		{Key: "canvas.model", Value: []byte(`"small"`), Rev: 3},
 	}))
 	more := sampleEntries(2)
-	must(t, s.AppendTranscript(store.WithFence(ctx, held.Token), "dur-1", more))
+	must(t, s.AppendTranscript(ctx, "dur-1", store.Fence(held.Token), more))
 	must(t, s.Close())
 
 	s = open(t)
@@ -229,9 +237,9 @@ func testInvalidArguments(t *testing.T, s store.Store) {
 	for name, id := range badIDs {
 		calls := map[string]error{
 			"CreateSession":    s.CreateSession(ctx, store.Session{ID: id, Owner: "alice"}),
-			"UpdateSession":    s.UpdateSession(ctx, id, store.SessionUpdate{}),
-			"AppendTranscript": s.AppendTranscript(ctx, id, []store.Entry{{Role: "user", Text: "x"}}),
-			"PutKV":            s.PutKV(ctx, id, []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}),
+			"UpdateSession":    s.UpdateSession(ctx, id, 0, store.SessionUpdate{}),
+			"AppendTranscript": s.AppendTranscript(ctx, id, 0, []store.Entry{{Role: "user", Text: "x"}}),
+			"PutKV":            s.PutKV(ctx, id, 0, []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}),
 		}
 		_, calls["GetSession"] = s.GetSession(ctx, id)
 		_, calls["Transcript"] = s.Transcript(ctx, id)
@@ -254,6 +262,11 @@ func testInvalidArguments(t *testing.T, s store.Store) {
 	if _, _, err := s.ListSessions(ctx, store.ListQuery{Owner: "alice", Limit: -1}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("list with negative limit: err = %v, want ErrInvalid", err)
 	}
+	for _, q := range []store.CountQuery{{}, {Agent: "pi"}, {Agent: "pi", ExcludeEnded: true}} {
+		if n, err := s.CountSessions(ctx, q); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("count %+v without owner: %d, %v; want ErrInvalid", q, n, err)
+		}
+	}
 	badKV := map[string]store.KV{
 		"no key":       {Value: []byte("1"), Rev: 1},
 		"rev too high": {Key: "k", Value: []byte("1"), Rev: math.MaxInt64 + 1},
@@ -261,7 +274,7 @@ func testInvalidArguments(t *testing.T, s store.Store) {
 		"nil value":    {Key: "k", Rev: 1},
 	}
 	for name, kv := range badKV {
-		if err := s.PutKV(ctx, "ok", []store.KV{kv}); !errors.Is(err, store.ErrInvalid) {
+		if err := s.PutKV(ctx, "ok", 0, []store.KV{kv}); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("PutKV %s: err = %v, want ErrInvalid", name, err)
 		}
 	}
@@ -272,7 +285,7 @@ func testInvalidArguments(t *testing.T, s store.Store) {
 		"prompt id too high":   {Role: "user", PromptID: math.MaxInt64 + 1},
 	}
 	for name, e := range badEntries {
-		if err := s.AppendTranscript(ctx, "ok", []store.Entry{e}); !errors.Is(err, store.ErrInvalid) {
+		if err := s.AppendTranscript(ctx, "ok", 0, []store.Entry{e}); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("AppendTranscript %s: err = %v, want ErrInvalid", name, err)
 		}
 	}
@@ -284,14 +297,14 @@ func testInvalidArguments(t *testing.T, s store.Store) {
 		t.Errorf("refused writes left %d kv entries and %d transcript entries", len(kv), len(tr))
 	}
 	// The highest rev a store can hold is accepted.
-	must(t, s.PutKV(ctx, "ok", []store.KV{{Key: "max", Value: []byte("1"), Rev: math.MaxInt64}}))
+	must(t, s.PutKV(ctx, "ok", 0, []store.KV{{Key: "max", Value: []byte("1"), Rev: math.MaxInt64}}))
 	kv, err = s.LoadKV(ctx, "ok")
 	must(t, err)
 	if len(kv) != 1 || kv[0].Rev != math.MaxInt64 {
 		t.Errorf("rev MaxInt64 came back as %+v", kv)
 	}
 	maxIDs := []store.Entry{{Role: "user", TurnID: math.MaxInt64, PromptID: math.MaxInt64, At: ms(1)}}
-	must(t, s.AppendTranscript(ctx, "ok", maxIDs))
+	must(t, s.AppendTranscript(ctx, "ok", 0, maxIDs))
 	tr, err = s.Transcript(ctx, "ok")
 	must(t, err)
 	equalEntries(t, tr, maxIDs)
@@ -319,7 +332,7 @@ func testUpdate(t *testing.T, s store.Store) {
 	for _, st := range steps {
 		// Several updates inside one millisecond must still move Updated.
 		for range 3 {
-			must(t, s.UpdateSession(ctx, "u", st.u))
+			must(t, s.UpdateSession(ctx, "u", 0, st.u))
 			got, err := s.GetSession(ctx, "u")
 			must(t, err)
 			st.want(&want)
@@ -335,14 +348,14 @@ func testUpdate(t *testing.T, s store.Store) {
 	// A session whose Updated is ahead of the clock still moves forward.
 	future := ms(time.Now().Add(time.Hour).UnixMilli())
 	must(t, s.CreateSession(ctx, store.Session{ID: "future", Owner: "alice", Created: created, Updated: future}))
-	must(t, s.UpdateSession(ctx, "future", store.SessionUpdate{}))
+	must(t, s.UpdateSession(ctx, "future", 0, store.SessionUpdate{}))
 	got, err := s.GetSession(ctx, "future")
 	must(t, err)
 	if want := future.Add(time.Millisecond); !got.Updated.Equal(want) {
 		t.Errorf("Updated ahead of the clock: got %v, want %v", got.Updated, want)
 	}
 
-	if err := s.UpdateSession(ctx, "nope", store.SessionUpdate{Title: &title}); !errors.Is(err, store.ErrNotFound) {
+	if err := s.UpdateSession(ctx, "nope", 0, store.SessionUpdate{Title: &title}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("update unknown id: err = %v, want ErrNotFound", err)
 	}
 }
@@ -485,7 +498,7 @@ func testListStableUnderUpdates(t *testing.T, s store.Store) {
 		}
 		// One session of this page and one far ahead of it move to the front.
 		for _, id := range []string{got[0].ID, fmt.Sprintf("st%02d", (page*5)%n)} {
-			must(t, s.UpdateSession(ctx, id, store.SessionUpdate{Title: &title}))
+			must(t, s.UpdateSession(ctx, id, 0, store.SessionUpdate{Title: &title}))
 			updated[id] = true
 		}
 		if next == "" {
@@ -529,7 +542,7 @@ func testListConcurrentUpdates(t *testing.T, s store.Store) {
 			default:
 			}
 			// Only even sessions are ever updated.
-			if err := s.UpdateSession(ctx, fmt.Sprintf("c%03d", (i*2)%n), store.SessionUpdate{}); err != nil {
+			if err := s.UpdateSession(ctx, fmt.Sprintf("c%03d", (i*2)%n), 0, store.SessionUpdate{}); err != nil {
 				done <- err
 				return
 			}
@@ -599,6 +612,199 @@ func testListBadCursor(t *testing.T, s store.Store) {
 	}
 }
 
+// countCase is a count and the number it must give.
+type countCase struct {
+	q    store.CountQuery
+	want int
+}
+
+// checkCounts runs every case of counts.
+func checkCounts(t testing.TB, s store.Store, what string, counts []countCase) {
+	t.Helper()
+	for _, c := range counts {
+		n, err := s.CountSessions(context.Background(), c.q)
+		if err != nil {
+			t.Errorf("%s: count %+v: %v", what, c.q, err)
+		} else if n != c.want {
+			t.Errorf("%s: count %+v = %d, want %d", what, c.q, n, c.want)
+		}
+	}
+}
+
+func testCount(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	// Only the exact status "ended" is ended: other statuses, the empty
+	// one, other cases and near misses are live.
+	for _, sp := range []struct{ id, owner, agent, status string }{
+		{"a1", "alice", "pi", "ready"},
+		{"a2", "alice", "pi", store.StatusEnded},
+		{"a3", "alice", "pi", "idle"},
+		{"a4", "alice", "hello", "starting"},
+		{"a5", "alice", "hello", store.StatusEnded},
+		{"a6", "alice", "hello", "error"},
+		{"a7", "alice", "", ""},
+		{"a8", "alice", "pi", "Ended"},
+		{"a9", "alice", "pi", "ended "},
+		{"b1", "bob", "pi", "ready"},
+		{"b2", "bob", "pi", store.StatusEnded},
+		{"b3", "bob", "hello", "ready"},
+		// Owners and agents are compared whole, byte for byte.
+		{"c1", "alice2", "pi", "ready"},
+		{"c2", "Alice", "pi", "ready"},
+		{"c3", "alice", "pi2", "ready"},
+	} {
+		must(t, s.CreateSession(ctx, store.Session{ID: sp.id, Owner: sp.owner, Agent: sp.agent, Status: sp.status}))
+	}
+	checkCounts(t, s, "created", []countCase{
+		{store.CountQuery{Owner: "alice"}, 10},
+		{store.CountQuery{Owner: "alice", ExcludeEnded: true}, 8},
+		{store.CountQuery{Owner: "alice", Agent: "pi"}, 5},
+		{store.CountQuery{Owner: "alice", Agent: "pi", ExcludeEnded: true}, 4},
+		{store.CountQuery{Owner: "alice", Agent: "hello"}, 3},
+		{store.CountQuery{Owner: "alice", Agent: "hello", ExcludeEnded: true}, 2},
+		{store.CountQuery{Owner: "alice", Agent: "pi2"}, 1},
+		{store.CountQuery{Owner: "alice", Agent: "nope"}, 0},
+		{store.CountQuery{Owner: "bob"}, 3},
+		{store.CountQuery{Owner: "bob", ExcludeEnded: true}, 2},
+		{store.CountQuery{Owner: "bob", Agent: "pi"}, 2},
+		{store.CountQuery{Owner: "bob", Agent: "pi", ExcludeEnded: true}, 1},
+		{store.CountQuery{Owner: "alice2"}, 1},
+		{store.CountQuery{Owner: "Alice"}, 1},
+		{store.CountQuery{Owner: "carol"}, 0},
+		{store.CountQuery{Owner: "carol", ExcludeEnded: true}, 0},
+		{store.CountQuery{Owner: "alic"}, 0},
+	})
+
+	// A count agrees with the listing of the same sessions.
+	page, _, err := s.ListSessions(ctx, store.ListQuery{Owner: "alice", Agent: "pi"})
+	must(t, err)
+	live := 0
+	for _, sess := range page {
+		if sess.Status != store.StatusEnded {
+			live++
+		}
+	}
+	if n, err := s.CountSessions(ctx, store.CountQuery{Owner: "alice", Agent: "pi", ExcludeEnded: true}); err != nil || n != live {
+		t.Errorf("count of alice's live pi sessions: %d, %v; the listing has %d", n, err, live)
+	}
+
+	// Transcript and KV writes change no count.
+	must(t, s.AppendTranscript(ctx, "a1", 0, sampleEntries(3)))
+	must(t, s.PutKV(ctx, "a2", 0, []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}))
+	checkCounts(t, s, "after transcript and kv writes", []countCase{
+		{store.CountQuery{Owner: "alice"}, 10},
+		{store.CountQuery{Owner: "alice", ExcludeEnded: true}, 8},
+	})
+}
+
+// testCountAfterUpdates moves sessions in and out of "ended", as the
+// session actor does, and counts after each step: the counts of other
+// owners never move.
+func testCountAfterUpdates(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	for _, sp := range []struct{ id, owner, agent string }{
+		{"u1", "alice", "pi"}, {"u2", "alice", "pi"}, {"u3", "alice", "hello"},
+		{"v1", "bob", "pi"}, {"v2", "bob", "hello"},
+	} {
+		must(t, s.CreateSession(ctx, store.Session{ID: sp.id, Owner: sp.owner, Agent: sp.agent, Status: "starting"}))
+	}
+	bob := []countCase{
+		{store.CountQuery{Owner: "bob"}, 2},
+		{store.CountQuery{Owner: "bob", ExcludeEnded: true}, 2},
+		{store.CountQuery{Owner: "bob", Agent: "pi", ExcludeEnded: true}, 1},
+	}
+	status := func(id, st string) {
+		t.Helper()
+		must(t, s.UpdateSession(ctx, id, 0, store.SessionUpdate{Status: &st}))
+	}
+	type step struct {
+		name                            string
+		do                              func()
+		all, live, piAll, piLive, hello int
+	}
+	for _, st := range []step{
+		{"created", func() {}, 3, 3, 2, 2, 1},
+		{"ready", func() { status("u1", "ready") }, 3, 3, 2, 2, 1},
+		{"u1 ended", func() { status("u1", store.StatusEnded) }, 3, 2, 2, 1, 1},
+		{"u1 ended again", func() { status("u1", store.StatusEnded) }, 3, 2, 2, 1, 1},
+		{"title only", func() { must(t, s.UpdateSession(ctx, "u1", 0, store.SessionUpdate{Title: ptr("t")})) }, 3, 2, 2, 1, 1},
+		{"u3 ended", func() { status("u3", store.StatusEnded) }, 3, 1, 2, 1, 0},
+		{"u1 back to idle", func() { status("u1", "idle") }, 3, 2, 2, 2, 0},
+		{"u2 ended", func() { status("u2", store.StatusEnded) }, 3, 1, 2, 1, 0},
+		{"empty update", func() { must(t, s.UpdateSession(ctx, "u2", 0, store.SessionUpdate{})) }, 3, 1, 2, 1, 0},
+		{"created ended", func() {
+			must(t, s.CreateSession(ctx, store.Session{ID: "u4", Owner: "alice", Agent: "pi", Status: store.StatusEnded}))
+		}, 4, 1, 3, 1, 0},
+		{"created live", func() {
+			must(t, s.CreateSession(ctx, store.Session{ID: "u5", Owner: "alice", Agent: "hello", Status: "starting"}))
+		}, 5, 2, 3, 1, 1},
+		{"bob's ended", func() { status("v1", store.StatusEnded); status("v1", "ready") }, 5, 2, 3, 1, 1},
+	} {
+		st.do()
+		checkCounts(t, s, st.name, append([]countCase{
+			{store.CountQuery{Owner: "alice"}, st.all},
+			{store.CountQuery{Owner: "alice", ExcludeEnded: true}, st.live},
+			{store.CountQuery{Owner: "alice", Agent: "pi"}, st.piAll},
+			{store.CountQuery{Owner: "alice", Agent: "pi", ExcludeEnded: true}, st.piLive},
+			{store.CountQuery{Owner: "alice", Agent: "hello", ExcludeEnded: true}, st.hello},
+		}, bob...))
+	}
+}
+
+// testCountConcurrentUpdates counts while other goroutines end and revive
+// sessions: every count is a number the sessions could have had, and once
+// the writers stop, the count is exact.
+func testCountConcurrentUpdates(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const n = 20
+	for i := range n {
+		must(t, s.CreateSession(ctx, store.Session{ID: fmt.Sprintf("cc%02d", i), Owner: "alice", Agent: "pi", Status: "ready"}))
+	}
+	must(t, s.CreateSession(ctx, store.Session{ID: "other", Owner: "bob", Agent: "pi", Status: "ready"}))
+	var wg sync.WaitGroup
+	const rounds = 10
+	for w := range 4 {
+		wg.Go(func() {
+			for r := range rounds {
+				for i := w; i < n; i += 4 {
+					st := store.StatusEnded
+					if r%2 == 1 {
+						st = "ready"
+					}
+					if err := s.UpdateSession(ctx, fmt.Sprintf("cc%02d", i), 0, store.SessionUpdate{Status: &st}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 50 {
+			live, err := s.CountSessions(ctx, store.CountQuery{Owner: "alice", ExcludeEnded: true})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			all, err := s.CountSessions(ctx, store.CountQuery{Owner: "alice", Agent: "pi"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if live < 0 || live > n || all != n {
+				t.Errorf("while sessions end and revive: %d live of %d, want 0 to %d of %d", live, all, n, n)
+				return
+			}
+		}
+	})
+	wg.Wait()
+	// The last round (odd) left every session ready.
+	checkCounts(t, s, "after the writers", []countCase{
+		{store.CountQuery{Owner: "alice", ExcludeEnded: true}, n},
+		{store.CountQuery{Owner: "bob", ExcludeEnded: true}, 1},
+	})
+}
+
 func sampleEntries(n int) []store.Entry {
 	base := time.Date(2025, 6, 1, 8, 0, 0, 0, time.UTC)
 	var out []store.Entry
@@ -630,16 +836,16 @@ func testTranscript(t *testing.T, s store.Store) {
 	}
 	want := sampleEntries(12)
 	for _, batch := range [][2]int{{0, 3}, {3, 4}, {4, 4}, {4, 12}} {
-		must(t, s.AppendTranscript(ctx, "t", want[batch[0]:batch[1]]))
+		must(t, s.AppendTranscript(ctx, "t", 0, want[batch[0]:batch[1]]))
 	}
-	must(t, s.AppendTranscript(ctx, "t", nil))
+	must(t, s.AppendTranscript(ctx, "t", 0, nil))
 	got, err = s.Transcript(ctx, "t")
 	must(t, err)
 	equalEntries(t, got, want)
 
 	// The caller's slices are not kept: changing them later changes nothing.
 	args := []byte(`{"a":1}`)
-	must(t, s.AppendTranscript(ctx, "t", []store.Entry{{Role: "tool", ToolArgs: args, At: want[0].At}}))
+	must(t, s.AppendTranscript(ctx, "t", 0, []store.Entry{{Role: "tool", ToolArgs: args, At: want[0].At}}))
 	copy(args, `{"b":2}`)
 	got, err = s.Transcript(ctx, "t")
 	must(t, err)
@@ -655,17 +861,17 @@ func testTranscript(t *testing.T, s store.Store) {
 
 	// Zero At means now.
 	before := time.Now().Truncate(time.Millisecond)
-	must(t, s.AppendTranscript(ctx, "t", []store.Entry{{Role: "user", Text: "now"}}))
+	must(t, s.AppendTranscript(ctx, "t", 0, []store.Entry{{Role: "user", Text: "now"}}))
 	got, err = s.Transcript(ctx, "t")
 	must(t, err)
 	if at := got[len(got)-1].At; at.Before(before) || at.After(time.Now()) || at.Location() != time.UTC {
 		t.Errorf("zero At became %v, want now in UTC", at)
 	}
 
-	if err := s.AppendTranscript(ctx, "nope", want[:1]); !errors.Is(err, store.ErrNotFound) {
+	if err := s.AppendTranscript(ctx, "nope", 0, want[:1]); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("append to unknown session: err = %v, want ErrNotFound", err)
 	}
-	if err := s.AppendTranscript(ctx, "nope", nil); !errors.Is(err, store.ErrNotFound) {
+	if err := s.AppendTranscript(ctx, "nope", 0, nil); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("append nothing to unknown session: err = %v, want ErrNotFound", err)
 	}
 	if _, err := s.Transcript(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
@@ -687,7 +893,7 @@ func testTranscriptLargeText(t *testing.T, s store.Store) {
 		{Role: "tool", ToolCallID: "c", ToolName: "read", ToolResult: result, At: ms(2)},
 		{Role: "user", Text: "small", Via: "acp", At: ms(3)},
 	}
-	must(t, s.AppendTranscript(ctx, "big", want))
+	must(t, s.AppendTranscript(ctx, "big", 0, want))
 	got, err := s.Transcript(ctx, "big")
 	must(t, err)
 	equalEntries(t, got, want)
@@ -702,10 +908,10 @@ func testTranscriptIsolation(t *testing.T, s store.Store) {
 	var wantA, wantB []store.Entry
 	for i, e := range all {
 		if i%3 == 0 {
-			must(t, s.AppendTranscript(ctx, "iso-b", []store.Entry{e}))
+			must(t, s.AppendTranscript(ctx, "iso-b", 0, []store.Entry{e}))
 			wantB = append(wantB, e)
 		} else {
-			must(t, s.AppendTranscript(ctx, "iso-a", []store.Entry{e}))
+			must(t, s.AppendTranscript(ctx, "iso-a", 0, []store.Entry{e}))
 			wantA = append(wantA, e)
 		}
 	}
@@ -724,9 +930,9 @@ func testTranscriptBadBatch(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	must(t, s.CreateSession(ctx, store.Session{ID: "tb", Owner: "alice"}))
 	good := sampleEntries(3)
-	must(t, s.AppendTranscript(ctx, "tb", good[:1]))
+	must(t, s.AppendTranscript(ctx, "tb", 0, good[:1]))
 	batch := append(slices.Clone(good[1:]), store.Entry{Role: "tool", ToolResult: []byte(`{"half":`)})
-	if err := s.AppendTranscript(ctx, "tb", batch); !errors.Is(err, store.ErrInvalid) {
+	if err := s.AppendTranscript(ctx, "tb", 0, batch); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("batch with a bad entry: err = %v, want ErrInvalid", err)
 	}
 	got, err := s.Transcript(ctx, "tb")
@@ -742,7 +948,7 @@ func testKV(t *testing.T, s store.Store) {
 	if len(got) != 0 {
 		t.Errorf("new session has kv %+v", got)
 	}
-	must(t, s.PutKV(ctx, "kv", []store.KV{
+	must(t, s.PutKV(ctx, "kv", 0, []store.KV{
 		{Key: "surface:canvas", Value: []byte(`{"v":1}`), Rev: 1},
 		{Key: "canvas.model", Value: []byte(`"a"`), Rev: 10},
 	}))
@@ -759,7 +965,7 @@ func testKV(t *testing.T, s store.Store) {
 		{store.KV{Key: "new", Value: []byte(`1`), Rev: 0}, store.KV{Key: "new", Value: []byte(`null`), Rev: 0}},
 	}
 	for _, st := range steps {
-		must(t, s.PutKV(ctx, "kv", []store.KV{st.put}))
+		must(t, s.PutKV(ctx, "kv", 0, []store.KV{st.put}))
 		got, err := s.LoadKV(ctx, "kv")
 		must(t, err)
 		i := slices.IndexFunc(got, func(e store.KV) bool { return e.Key == st.want.Key })
@@ -775,10 +981,10 @@ func testKV(t *testing.T, s store.Store) {
 		t.Errorf("LoadKV keys = %v, want them sorted", keys)
 	}
 
-	if err := s.PutKV(ctx, "nope", []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}); !errors.Is(err, store.ErrNotFound) {
+	if err := s.PutKV(ctx, "nope", 0, []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("put to unknown session: err = %v, want ErrNotFound", err)
 	}
-	if err := s.PutKV(ctx, "nope", nil); !errors.Is(err, store.ErrNotFound) {
+	if err := s.PutKV(ctx, "nope", 0, nil); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("put nothing to unknown session: err = %v, want ErrNotFound", err)
 	}
 	if _, err := s.LoadKV(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
@@ -789,7 +995,7 @@ func testKV(t *testing.T, s store.Store) {
 func testKVTombstones(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	must(t, s.CreateSession(ctx, store.Session{ID: "tomb", Owner: "alice"}))
-	must(t, s.PutKV(ctx, "tomb", []store.KV{{Key: "k", Value: []byte(`"v"`), Rev: 3}}))
+	must(t, s.PutKV(ctx, "tomb", 0, []store.KV{{Key: "k", Value: []byte(`"v"`), Rev: 3}}))
 	steps := []struct {
 		put  store.KV
 		want store.KV
@@ -807,7 +1013,7 @@ func testKVTombstones(t *testing.T, s store.Store) {
 		{store.KV{Key: "fresh", Rev: 2, Deleted: true}, store.KV{Key: "fresh", Rev: 2, Deleted: true}},
 	}
 	for _, st := range steps {
-		must(t, s.PutKV(ctx, "tomb", []store.KV{st.put}))
+		must(t, s.PutKV(ctx, "tomb", 0, []store.KV{st.put}))
 		got, err := s.LoadKV(ctx, "tomb")
 		must(t, err)
 		i := slices.IndexFunc(got, func(e store.KV) bool { return e.Key == st.want.Key })
@@ -822,7 +1028,7 @@ func testKVTombstones(t *testing.T, s store.Store) {
 func testKVBatchOrder(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	must(t, s.CreateSession(ctx, store.Session{ID: "batch", Owner: "alice"}))
-	must(t, s.PutKV(ctx, "batch", []store.KV{
+	must(t, s.PutKV(ctx, "batch", 0, []store.KV{
 		{Key: "a", Value: []byte("1"), Rev: 1},
 		{Key: "a", Value: []byte("3"), Rev: 3},
 		{Key: "a", Value: []byte("2"), Rev: 2},
@@ -857,7 +1063,7 @@ func testKVBytesIdentical(t *testing.T, s store.Store) {
 	for k, v := range values {
 		put = append(put, store.KV{Key: k, Value: []byte(v), Rev: 1})
 	}
-	must(t, s.PutKV(ctx, "bytes", put))
+	must(t, s.PutKV(ctx, "bytes", 0, put))
 	for _, e := range put {
 		e.Value[0] = '#' // the store must not keep the caller's slice
 	}
@@ -885,8 +1091,8 @@ func testKVIsolation(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	must(t, s.CreateSession(ctx, store.Session{ID: "ka", Owner: "alice"}))
 	must(t, s.CreateSession(ctx, store.Session{ID: "kb", Owner: "alice"}))
-	must(t, s.PutKV(ctx, "ka", []store.KV{{Key: "k", Value: []byte(`"a"`), Rev: 5}}))
-	must(t, s.PutKV(ctx, "kb", []store.KV{{Key: "k", Value: []byte(`"b"`), Rev: 1}}))
+	must(t, s.PutKV(ctx, "ka", 0, []store.KV{{Key: "k", Value: []byte(`"a"`), Rev: 5}}))
+	must(t, s.PutKV(ctx, "kb", 0, []store.KV{{Key: "k", Value: []byte(`"b"`), Rev: 1}}))
 	a, err := s.LoadKV(ctx, "ka")
 	must(t, err)
 	b, err := s.LoadKV(ctx, "kb")
@@ -898,8 +1104,8 @@ func testKVIsolation(t *testing.T, s store.Store) {
 func testKVBadBatch(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	must(t, s.CreateSession(ctx, store.Session{ID: "kbad", Owner: "alice"}))
-	must(t, s.PutKV(ctx, "kbad", []store.KV{{Key: "a", Value: []byte("1"), Rev: 1}}))
-	err := s.PutKV(ctx, "kbad", []store.KV{
+	must(t, s.PutKV(ctx, "kbad", 0, []store.KV{{Key: "a", Value: []byte("1"), Rev: 1}}))
+	err := s.PutKV(ctx, "kbad", 0, []store.KV{
 		{Key: "a", Value: []byte("2"), Rev: 2},
 		{Key: "b", Value: []byte("2"), Rev: 2},
 		{Key: "c", Value: []byte("not json"), Rev: 2},
@@ -928,7 +1134,7 @@ func testKVConcurrentRevs(t *testing.T, s store.Store) {
 				if w%2 == 1 {
 					rev = uint64((perWriter-1-i)*writers + w + 1)
 				}
-				if err := s.PutKV(ctx, "race", []store.KV{{Key: "k", Value: []byte(fmt.Sprint(rev)), Rev: rev}}); err != nil {
+				if err := s.PutKV(ctx, "race", 0, []store.KV{{Key: "k", Value: []byte(fmt.Sprint(rev)), Rev: rev}}); err != nil {
 					errs <- err
 					return
 				}
@@ -961,20 +1167,20 @@ func testConcurrency(t *testing.T, s store.Store) {
 					return err
 				}
 				for r := range rounds {
-					if err := s.AppendTranscript(ctx, id, []store.Entry{
+					if err := s.AppendTranscript(ctx, id, 0, []store.Entry{
 						{Role: "user", Text: fmt.Sprintf("%s/%d/a", id, r), At: ms(int64(r))},
 						{Role: "assistant", Text: fmt.Sprintf("%s/%d/b", id, r), At: ms(int64(r))},
 					}); err != nil {
 						return err
 					}
-					if err := s.PutKV(ctx, id, []store.KV{
+					if err := s.PutKV(ctx, id, 0, []store.KV{
 						{Key: "shared.name", Value: []byte(fmt.Sprintf(`"%s"`, id)), Rev: uint64(r + 1)},
 						{Key: fmt.Sprintf("own.%d", r%4), Value: []byte(fmt.Sprint(r)), Rev: uint64(r + 1)},
 					}); err != nil {
 						return err
 					}
 					status := fmt.Sprintf("round-%d", r)
-					if err := s.UpdateSession(ctx, id, store.SessionUpdate{Status: &status}); err != nil {
+					if err := s.UpdateSession(ctx, id, 0, store.SessionUpdate{Status: &status}); err != nil {
 						return err
 					}
 					if _, _, err := s.ListSessions(ctx, store.ListQuery{Owner: fmt.Sprintf("owner-%d", r%3), Limit: 5}); err != nil {
@@ -1049,14 +1255,17 @@ func testCanceledContext(t *testing.T, s store.Store) {
 	must(t, s.CreateSession(context.Background(), store.Session{ID: "ctx", Owner: "alice"}))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := s.PutKV(ctx, "ctx", []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}); !errors.Is(err, context.Canceled) {
+	if err := s.PutKV(ctx, "ctx", 0, []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}); !errors.Is(err, context.Canceled) {
 		t.Errorf("PutKV with a canceled context: err = %v, want context.Canceled", err)
 	}
-	if err := s.AppendTranscript(ctx, "ctx", []store.Entry{{Role: "user"}}); !errors.Is(err, context.Canceled) {
+	if err := s.AppendTranscript(ctx, "ctx", 0, []store.Entry{{Role: "user"}}); !errors.Is(err, context.Canceled) {
 		t.Errorf("AppendTranscript with a canceled context: err = %v, want context.Canceled", err)
 	}
 	if _, err := s.GetSession(ctx, "ctx"); !errors.Is(err, context.Canceled) {
 		t.Errorf("GetSession with a canceled context: err = %v, want context.Canceled", err)
+	}
+	if _, err := s.CountSessions(ctx, store.CountQuery{Owner: "alice"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("CountSessions with a canceled context: err = %v, want context.Canceled", err)
 	}
 	kv, err := s.LoadKV(context.Background(), "ctx")
 	must(t, err)
@@ -1073,6 +1282,7 @@ func testClose(t *testing.T, s store.Store) {
 	must(t, s.Close())
 	_, getErr := s.GetSession(ctx, "c")
 	_, _, listErr := s.ListSessions(ctx, store.ListQuery{Owner: "alice"})
+	_, countErr := s.CountSessions(ctx, store.CountQuery{Owner: "alice"})
 	_, trErr := s.Transcript(ctx, "c")
 	_, kvErr := s.LoadKV(ctx, "c")
 	_, acqErr := leaser(t, s).AcquireLease(ctx, "c", "node", time.Minute)
@@ -1080,11 +1290,12 @@ func testClose(t *testing.T, s store.Store) {
 	for name, err := range map[string]error{
 		"CreateSession":    s.CreateSession(ctx, store.Session{ID: "d", Owner: "alice"}),
 		"GetSession":       getErr,
-		"UpdateSession":    s.UpdateSession(ctx, "c", store.SessionUpdate{}),
+		"UpdateSession":    s.UpdateSession(ctx, "c", 0, store.SessionUpdate{}),
 		"ListSessions":     listErr,
-		"AppendTranscript": s.AppendTranscript(ctx, "c", []store.Entry{{Role: "user"}}),
+		"CountSessions":    countErr,
+		"AppendTranscript": s.AppendTranscript(ctx, "c", 0, []store.Entry{{Role: "user"}}),
 		"Transcript":       trErr,
-		"PutKV":            s.PutKV(ctx, "c", []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}),
+		"PutKV":            s.PutKV(ctx, "c", 0, []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}),
 		"LoadKV":           kvErr,
 		"AcquireLease":     acqErr,
 		"RenewLease":       renErr,
