@@ -1,11 +1,13 @@
 package session
 
+import "github.com/surfaced/surfaced/store"
+
 // Session statuses.
 const (
 	StatusStarting = "starting"
 	StatusReady    = "ready"
 	StatusError    = "error"
-	StatusEnded    = "ended"
+	StatusEnded    = store.StatusEnded
 	// StatusIdle is stored (never streamed) for a session with no live agent.
 	StatusIdle = "idle"
 )
