@@ -2,6 +2,7 @@ package acpgw_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -448,5 +449,42 @@ func TestSessionQuota(t *testing.T) {
 	code, msg, data := daemon.RPCError(res)
 	if code != -32603 || data["code"] != "too_many_sessions" || !strings.Contains(msg, "Too many sessions: you already have 1 open") {
 		t.Fatalf("second session past the quota: %v", res)
+	}
+}
+
+// A failed tool call shows the editor its error text, or, with tool
+// payloads withheld, its error class (the tool's code) and never the text.
+func TestFailedToolCallShowsItsCode(t *testing.T) {
+	for _, withhold := range []bool{false, true} {
+		t.Run(map[bool]string{false: "payloads", true: "withheld"}[withhold], func(t *testing.T) {
+			d := daemon.Start(t, daemon.ACP(func(o *acpgw.Options) { o.WithholdToolPayloads = withhold }))
+			c := d.ACPClient()
+			c.Initialize()
+			sid := c.NewSession(daemon.TempDir(t))
+			s := c.Stream(sid)
+			id := c.Prompt(sid, "toolfail")
+			var failed map[string]any
+			s.Wait(t, 10*time.Second, "the failed tool call", func(e testkit.Event) bool {
+				p, _ := e.Data["params"].(map[string]any)
+				u, _ := p["update"].(map[string]any)
+				if u["sessionUpdate"] == "tool_call_update" && u["status"] == "failed" {
+					failed = u
+					return true
+				}
+				return false
+			})
+			raw, _ := json.Marshal(failed)
+			text := string(raw)
+			if withhold {
+				if !strings.Contains(text, "The tool call failed (disk_full).") || strings.Contains(text, "secret detail") {
+					t.Fatalf("withheld payloads: %s; want the code only", text)
+				}
+			} else if !strings.Contains(text, "secret detail: disk /dev/sda1 is full") {
+				t.Fatalf("with payloads: %s; want the error text", text)
+			}
+			if _, _, resp := c.Turn(sid, id); daemon.StopReason(resp) != "end_turn" {
+				t.Fatalf("answer %v", resp)
+			}
+		})
 	}
 }

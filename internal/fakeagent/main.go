@@ -7,6 +7,7 @@
 //	crash      exit 3 in the middle of the turn
 //	slow       40 text deltas 25 ms apart (abortable)
 //	tool       call surface_command demo increment from a tool, report the result
+//	toolfail   a tool call that fails with the code disk_full
 //	tools N    N concurrent surface_command demo increment
 //	burst N    N text deltas at once
 //	ask        open a confirm dialog and report the answer
@@ -272,6 +273,12 @@ func turn(msg string, stop chan struct{}) {
 		}
 		wg.Wait()
 		reply = fmt.Sprintf("ran %d increments", n)
+	case strings.Contains(lower, "toolfail"):
+		write(map[string]any{"type": "tool_execution_start", "toolCallId": "t1", "toolName": "increment", "args": map[string]any{"by": 1}})
+		write(map[string]any{"type": "tool_execution_end", "toolCallId": "t1", "toolName": "increment",
+			"result": map[string]any{"content": []map[string]string{{"type": "text", "text": "secret detail: disk /dev/sda1 is full"}},
+				"details": map[string]string{"code": "disk_full"}}, "isError": true})
+		reply = "the tool failed"
 	case strings.Contains(lower, "tool"):
 		write(map[string]any{"type": "tool_execution_start", "toolCallId": "t1", "toolName": "increment", "args": map[string]any{}})
 		res := request(map[string]any{"type": "surface_command", "domain": "demo", "action": "increment"})
