@@ -27,6 +27,31 @@ func CheckListQuery(q ListQuery) (limit int, err error) {
 	return q.Limit, nil
 }
 
+// CheckSession returns an error wrapping ErrInvalid unless s is a session a
+// store creates: a valid id, an owner, and IDsReserved that fits an int64
+// (SQL's BIGINT).
+func CheckSession(s Session) error {
+	if err := CheckSessionID(s.ID); err != nil {
+		return err
+	}
+	if s.Owner == "" {
+		return fmt.Errorf("%w: session %q has no owner", ErrInvalid, s.ID)
+	}
+	if s.IDsReserved > math.MaxInt64 {
+		return fmt.Errorf("%w: session %q: reserved ids %d are above %d", ErrInvalid, s.ID, s.IDsReserved, int64(math.MaxInt64))
+	}
+	return nil
+}
+
+// CheckSessionUpdate returns an error wrapping ErrInvalid when u's
+// IDsReserved does not fit an int64.
+func CheckSessionUpdate(u SessionUpdate) error {
+	if u.IDsReserved != nil && *u.IDsReserved > math.MaxInt64 {
+		return fmt.Errorf("%w: reserved ids %d are above %d", ErrInvalid, *u.IDsReserved, int64(math.MaxInt64))
+	}
+	return nil
+}
+
 // CheckCountQuery returns an error wrapping ErrInvalid when q has no owner.
 func CheckCountQuery(q CountQuery) error {
 	if q.Owner == "" {

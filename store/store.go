@@ -32,9 +32,9 @@ var ErrBadCursor = errors.New("store: malformed cursor")
 // ErrInvalid is wrapped by the error returned for an argument the store
 // refuses before touching anything: an empty or over-long session id, a
 // session, list query or count query without owner, a KV entry without key,
-// a rev, turn or prompt id above math.MaxInt64, bytes that should be JSON
-// and are not, a negative list limit, a lease without node or with a ttl
-// under a millisecond.
+// a rev, turn or prompt id or IDsReserved above math.MaxInt64, bytes that
+// should be JSON and are not, a negative list limit, a lease without node or
+// with a ttl under a millisecond.
 //
 // Every other string (owner, title, transcript text, KV key, ...) is kept
 // byte for byte, NUL and invalid UTF-8 included.
@@ -83,12 +83,25 @@ type Session struct {
 	Status  string    // starting, ready, error, ended, idle
 	Created time.Time // zero means now when creating
 	Updated time.Time // zero means Created when creating
+
+	// IDsReserved is the top of the session's reserved id block: every turn
+	// or prompt id handed out so far is at most this, so that ids handed
+	// out after a restart, on any node, continue above it. Zero: none
+	// reserved. It never goes down (see SessionUpdate.IDsReserved); at most
+	// math.MaxInt64.
+	IDsReserved uint64
 }
 
 // SessionUpdate changes some fields of a session; nil fields are kept.
 type SessionUpdate struct {
 	Title  *string
 	Status *string
+	// IDsReserved raises Session.IDsReserved to this value. A value at or
+	// below the stored one keeps the stored one (as a KV write never lowers
+	// a key's rev), so that a late or repeated update cannot hand out a
+	// reserved block again; the rest of the update still applies. At most
+	// math.MaxInt64.
+	IDsReserved *uint64
 }
 
 // ListQuery selects sessions. Owner is required; Agent and Cwd filter when set.
@@ -155,9 +168,10 @@ type Store interface {
 	CreateSession(ctx context.Context, s Session) error
 	// GetSession returns the session or ErrNotFound.
 	GetSession(ctx context.Context, id string) (Session, error)
-	// UpdateSession sets the non-nil fields and moves Updated forward (to now,
-	// or 1 ms past the stored value if the clock has not passed it), so an
-	// empty update marks the session as active. ErrNotFound for an unknown id.
+	// UpdateSession sets the non-nil fields (IDsReserved only upwards) and
+	// moves Updated forward (to now, or 1 ms past the stored value if the
+	// clock has not passed it), so an empty update marks the session as
+	// active. ErrNotFound for an unknown id.
 	UpdateSession(ctx context.Context, id string, fence Fence, u SessionUpdate) error
 	// ListSessions returns a page of the owner's sessions, newest Updated
 	// first (ties broken by id). nextCursor is empty on the last page. Paging

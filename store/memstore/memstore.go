@@ -81,6 +81,9 @@ func (m *Store) GetSession(ctx context.Context, id string) (store.Session, error
 
 // UpdateSession implements store.Store.
 func (m *Store) UpdateSession(ctx context.Context, id string, fence store.Fence, u store.SessionUpdate) error {
+	if err := store.CheckSessionUpdate(u); err != nil {
+		return fmt.Errorf("memstore: update session %q: %w", id, err)
+	}
 	rec, unlock, err := m.write(ctx, "update session", id, fence)
 	if err != nil {
 		return err
@@ -91,6 +94,9 @@ func (m *Store) UpdateSession(ctx context.Context, id string, fence store.Fence,
 	}
 	if u.Status != nil {
 		rec.s.Status = *u.Status
+	}
+	if u.IDsReserved != nil {
+		rec.s.IDsReserved = max(rec.s.IDsReserved, *u.IDsReserved)
 	}
 	rec.s.Updated = later(now(), rec.s.Updated)
 	return nil
@@ -335,11 +341,8 @@ func now() time.Time { return ms(time.Now()) }
 func ms(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()).UTC() }
 
 func checkSession(s store.Session) (store.Session, error) {
-	if err := store.CheckSessionID(s.ID); err != nil {
+	if err := store.CheckSession(s); err != nil {
 		return s, err
-	}
-	if s.Owner == "" {
-		return s, fmt.Errorf("%w: session %q has no owner", store.ErrInvalid, s.ID)
 	}
 	if s.Created.IsZero() {
 		s.Created = now()

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/surfaced/surfaced/store"
@@ -20,16 +19,6 @@ func millisOrNil(t time.Time) *int64 {
 	}
 	ms := t.UnixMilli()
 	return &ms
-}
-
-func checkSession(s store.Session) error {
-	if err := store.CheckSessionID(s.ID); err != nil {
-		return err
-	}
-	if s.Owner == "" {
-		return fmt.Errorf("%w: session %q has no owner", store.ErrInvalid, s.ID)
-	}
-	return nil
 }
 
 // jsonOrNil is b for a bytea column, with empty JSON stored as NULL.

@@ -24,11 +24,11 @@ func (s *Store) CreateSession(ctx context.Context, sess store.Session) error {
 	if err := s.begin(ctx, op, ""); err != nil {
 		return err
 	}
-	if err := checkSession(sess); err != nil {
+	if err := store.CheckSession(sess); err != nil {
 		return s.fail(ctx, op, "", err)
 	}
 	tag, err := s.pool.Exec(ctx, s.q.createSession, sess.ID, bytesOf(sess.Owner), bytesOf(sess.Agent), bytesOf(sess.Title),
-		bytesOf(sess.Cwd), bytesOf(sess.Status), millisOrNil(sess.Created), millisOrNil(sess.Updated))
+		bytesOf(sess.Cwd), bytesOf(sess.Status), millisOrNil(sess.Created), millisOrNil(sess.Updated), int64(sess.IDsReserved))
 	if err != nil {
 		return s.fail(ctx, op, sess.ID, err)
 	}
@@ -41,12 +41,12 @@ func (s *Store) CreateSession(ctx context.Context, sess store.Session) error {
 func scanSession(row pgx.Row) (store.Session, error) {
 	var sess store.Session
 	var owner, agent, title, cwd, status []byte
-	var created, updated int64
-	if err := row.Scan(&sess.ID, &owner, &agent, &title, &cwd, &status, &created, &updated); err != nil {
+	var created, updated, idsReserved int64
+	if err := row.Scan(&sess.ID, &owner, &agent, &title, &cwd, &status, &created, &updated, &idsReserved); err != nil {
 		return store.Session{}, err
 	}
 	sess.Owner, sess.Agent, sess.Title, sess.Cwd, sess.Status = string(owner), string(agent), string(title), string(cwd), string(status)
-	sess.Created, sess.Updated = fromMillis(created), fromMillis(updated)
+	sess.Created, sess.Updated, sess.IDsReserved = fromMillis(created), fromMillis(updated), uint64(idsReserved)
 	return sess, nil
 }
 
@@ -78,19 +78,27 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fence store.Fence,
 	if err := store.CheckSessionID(id); err != nil {
 		return s.fail(ctx, op, "", err)
 	}
+	if err := store.CheckSessionUpdate(u); err != nil {
+		return s.fail(ctx, op, id, err)
+	}
 	var title, status []byte // nil: NULL, keep the stored value
+	var idsReserved *int64
 	if u.Title != nil {
 		title = bytesOf(*u.Title)
 	}
 	if u.Status != nil {
 		status = bytesOf(*u.Status)
 	}
+	if u.IDsReserved != nil {
+		n := int64(*u.IDsReserved)
+		idsReserved = &n
+	}
 	var err error
 	if fence != 0 {
-		err = s.fencedWrite(ctx, fence, s.q.updateSessionFenced, id, title, status, int64(fence))
+		err = s.fencedWrite(ctx, fence, s.q.updateSessionFenced, id, title, status, idsReserved, int64(fence))
 	} else {
 		var n int64
-		n, err = s.exec(ctx, s.q.updateSession, id, title, status)
+		n, err = s.exec(ctx, s.q.updateSession, id, title, status, idsReserved)
 		if err == nil && n == 0 {
 			err = store.ErrNotFound
 		}

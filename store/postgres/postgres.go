@@ -14,7 +14,7 @@
 //
 // # Columns
 //
-// Times, revs, turn and prompt ids and lease tokens are BIGINT (times in unix
+// Times, revs, turn and prompt ids, reserved ids and lease tokens are BIGINT (times in unix
 // milliseconds, like the SQLite store). Session ids and node names are text
 // COLLATE "C", so that they order by bytes as they do in SQLite and in Go.
 // Every other string the caller chooses (owner, title, transcript text, KV

@@ -24,7 +24,7 @@ type queries struct {
 	count                                                 [4]string // indexed by the count* bits
 }
 
-const sessionColumns = "id, owner, agent, title, cwd, status, created, updated"
+const sessionColumns = "id, owner, agent, title, cwd, status, created, updated, ids_reserved"
 
 // The bits of a listing's filters, indexing queries.list.
 const (
@@ -69,8 +69,11 @@ func fenceCTE(param string) string {
 // Each write returns (fence ok, session found) so that a write that wrote
 // nothing tells why, in the same statement and snapshot.
 
+// updateSessionSet sets $2 title, $3 status and $4 ids reserved unless NULL
+// ($1 is the id); updated moves forward even when the clock has not, and
+// ids_reserved never goes down (greatest ignores a NULL).
 const updateSessionSet = `SET title = coalesce($2, title), status = coalesce($3, status),
-	updated = greatest(` + nowMS + `, updated + 1)`
+	updated = greatest(` + nowMS + `, updated + 1), ids_reserved = greatest(ids_reserved, $4)`
 
 const appendSelect = `INSERT INTO {s}.transcript
 		(session_id, seq, role, text, tool_call_id, tool_name, tool_args, tool_result, is_error, via, at, turn_id, prompt_id)
@@ -96,13 +99,13 @@ const putSelect = `INSERT INTO {s}.kv AS kv (session_id, key, value, rev, delete
 func newQueries(schema string) queries {
 	q := queries{
 		createSession: `INSERT INTO {s}.sessions (` + sessionColumns + `)
-			VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, ` + nowMS + `), coalesce($8, $7, ` + nowMS + `))
+			VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, ` + nowMS + `), coalesce($8, $7, ` + nowMS + `), $9)
 			ON CONFLICT (id) DO NOTHING`,
 		getSession: "SELECT " + sessionColumns + " FROM {s}.sessions WHERE id = $1",
 		exists:     "SELECT 1 FROM {s}.sessions WHERE id = $1",
 
 		updateSession: "UPDATE {s}.sessions " + updateSessionSet + " WHERE id = $1",
-		updateSessionFenced: "WITH " + fenceCTE("$4") + `,
+		updateSessionFenced: "WITH " + fenceCTE("$5") + `,
 			u AS (UPDATE {s}.sessions ` + updateSessionSet + ` WHERE id = $1 AND EXISTS (SELECT 1 FROM fence) RETURNING 1)
 			SELECT EXISTS (SELECT 1 FROM fence), EXISTS (SELECT 1 FROM u)`,
 

@@ -96,6 +96,11 @@ CREATE TABLE {s}.leases (
 -- run in one), so writes to sessions wait while it builds.
 CREATE INDEX sessions_live_by_owner_agent ON {s}.sessions (owner, agent, status) WHERE status <> 'ended'::bytea;
 `},
+	{version: 3, name: "reserved session ids", sql: `
+-- Session.IDsReserved: every turn or prompt id handed out is at most this.
+-- A constant default: no table rewrite.
+ALTER TABLE {s}.sessions ADD COLUMN ids_reserved bigint NOT NULL DEFAULT 0;
+`},
 }
 
 // migrate brings the schema up to the last of ms. Each migration runs in a

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/surfaced/surfaced/store"
@@ -16,11 +15,8 @@ func now() time.Time { return fromMillis(time.Now().UnixMilli()) }
 func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
 func checkSession(s store.Session) (store.Session, error) {
-	if err := store.CheckSessionID(s.ID); err != nil {
+	if err := store.CheckSession(s); err != nil {
 		return s, err
-	}
-	if s.Owner == "" {
-		return s, fmt.Errorf("%w: session %q has no owner", store.ErrInvalid, s.ID)
 	}
 	if s.Created.IsZero() {
 		s.Created = now()

@@ -2,11 +2,8 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,16 +16,7 @@ import (
 func TestMigrateFromV1(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	// This build's statements do not prepare on the old schema: write it
-	// by hand, through the migration code.
-	db, err := sql.Open("sqlite", dsn(filepath.Join(dir, FileName), config{busyTimeout: time.Second, synchronous: "NORMAL"}, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := &Store{path: dir, write: db, log: slog.New(slog.NewTextHandler(t.Output(), nil))}
-	if err := old.migrate(ctx, 0, migrations[:1]); err != nil {
-		t.Fatal(err)
-	}
+	db := createAtVersion(t, dir, 1)
 	for _, q := range []string{
 		`INSERT INTO sessions VALUES ('s', 'alice', 'pi', '', '/', 'ready', 1, 2)`,
 		`INSERT INTO transcript (session_id, seq, role, text, tool_call_id, tool_name, is_error, via, at)

@@ -33,7 +33,8 @@ func (s *Store) CreateSession(ctx context.Context, sess store.Session) error {
 	if err != nil {
 		return s.fail("create session", "", err)
 	}
-	res, err := s.st.createSession.ExecContext(ctx, sess.ID, sess.Owner, sess.Agent, sess.Title, sess.Cwd, sess.Status, sess.Created.UnixMilli(), sess.Updated.UnixMilli())
+	res, err := s.st.createSession.ExecContext(ctx, sess.ID, sess.Owner, sess.Agent, sess.Title, sess.Cwd, sess.Status,
+		sess.Created.UnixMilli(), sess.Updated.UnixMilli(), int64(sess.IDsReserved))
 	if err != nil {
 		return s.fail("create session", sess.ID, err)
 	}
@@ -47,11 +48,11 @@ func (s *Store) CreateSession(ctx context.Context, sess store.Session) error {
 
 func scanSession(row interface{ Scan(...any) error }) (store.Session, error) {
 	var sess store.Session
-	var created, updated int64
-	if err := row.Scan(&sess.ID, &sess.Owner, &sess.Agent, &sess.Title, &sess.Cwd, &sess.Status, &created, &updated); err != nil {
+	var created, updated, idsReserved int64
+	if err := row.Scan(&sess.ID, &sess.Owner, &sess.Agent, &sess.Title, &sess.Cwd, &sess.Status, &created, &updated, &idsReserved); err != nil {
 		return store.Session{}, err
 	}
-	sess.Created, sess.Updated = fromMillis(created), fromMillis(updated)
+	sess.Created, sess.Updated, sess.IDsReserved = fromMillis(created), fromMillis(updated), uint64(idsReserved)
 	return sess, nil
 }
 
@@ -81,15 +82,22 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fence store.Fence,
 	if err := store.CheckSessionID(id); err != nil {
 		return s.fail("update session", "", err)
 	}
+	if err := store.CheckSessionUpdate(u); err != nil {
+		return s.fail("update session", id, err)
+	}
 	var title, status sql.NullString
+	var idsReserved sql.NullInt64
 	if u.Title != nil {
 		title = sql.NullString{String: *u.Title, Valid: true}
 	}
 	if u.Status != nil {
 		status = sql.NullString{String: *u.Status, Valid: true}
 	}
+	if u.IDsReserved != nil {
+		idsReserved = sql.NullInt64{Int64: int64(*u.IDsReserved), Valid: true}
+	}
 	update := func(stmt *sql.Stmt, fence ...any) error {
-		res, err := stmt.ExecContext(ctx, append([]any{title, status, now().UnixMilli(), id}, fence...)...)
+		res, err := stmt.ExecContext(ctx, append([]any{title, status, now().UnixMilli(), id, idsReserved}, fence...)...)
 		if err != nil {
 			return err
 		}

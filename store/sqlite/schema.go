@@ -91,6 +91,10 @@ CREATE TABLE leases (
 -- do; an index for them would be one more for ListSessions to choose.
 CREATE INDEX sessions_live_by_owner_agent ON sessions (owner, agent, status) WHERE status <> 'ended';
 `},
+	{version: 5, name: "reserved session ids", sql: `
+-- Session.IDsReserved: every turn or prompt id handed out is at most this.
+ALTER TABLE sessions ADD COLUMN ids_reserved INTEGER NOT NULL DEFAULT 0;
+`},
 }
 
 // migrate brings the schema from version current to the last in ms.

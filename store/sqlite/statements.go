@@ -28,7 +28,7 @@ type statements struct {
 	all []*sql.Stmt
 }
 
-const sessionColumns = "id, owner, agent, title, cwd, status, created, updated"
+const sessionColumns = "id, owner, agent, title, cwd, status, created, updated, ids_reserved"
 
 // The bits of a listing's filters, indexing statements.list.
 const (
@@ -87,6 +87,12 @@ func fenceCond(id, token int) string {
 	return fmt.Sprintf("EXISTS (SELECT 1 FROM leases WHERE session_id = ?%d AND token = ?%d AND node <> '')", id, token)
 }
 
+// updateSessionSet is the SET of an update: ?1 title, ?2 status and ?5 ids
+// reserved when not NULL, ?3 now, and ?4 is the id. updated moves forward
+// even when the clock has not; ids_reserved never goes down.
+const updateSessionSet = `SET title = coalesce(?1, title), status = coalesce(?2, status), updated = max(?3, updated + 1),
+	ids_reserved = max(ids_reserved, coalesce(?5, ids_reserved))`
+
 // appendEntrySQL adds an entry after the session's last one: the primary key
 // index finds max(seq) without a scan.
 const appendEntrySQL = `INSERT INTO transcript
@@ -112,18 +118,13 @@ func (s *Store) prepareStatements(ctx context.Context) error {
 	}
 	list := []prepared{
 		{s.write, &st.createSession, `INSERT INTO sessions (` + sessionColumns + `)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`},
-		// updated moves forward even when the clock has not.
-		{s.write, &st.updateSession, `UPDATE sessions
-			SET title = coalesce(?, title), status = coalesce(?, status), updated = max(?, updated + 1)
-			WHERE id = ?`},
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`},
+		{s.write, &st.updateSession, "UPDATE sessions " + updateSessionSet + " WHERE id = ?4"},
 		{s.write, &st.appendEntry, appendEntrySQL},
 		// A write statement takes the write lock before it reads, so its
 		// fence check holds until it commits, for other processes too. Each
 		// takes the parameters of its unfenced twin, then the token.
-		{s.write, &st.updateSessionFenced, `UPDATE sessions
-			SET title = coalesce(?1, title), status = coalesce(?2, status), updated = max(?3, updated + 1)
-			WHERE id = ?4 AND ` + fenceCond(4, 5)},
+		{s.write, &st.updateSessionFenced, "UPDATE sessions " + updateSessionSet + " WHERE id = ?4 AND " + fenceCond(4, 6)},
 		{s.write, &st.appendEntryFenced, appendEntrySQL + " HAVING " + fenceCond(1, 13)},
 		{s.write, &st.upsertKVFenced, `INSERT INTO kv (session_id, key, value, rev, deleted)
 			SELECT ?1, ?2, ?3, ?4, ?5 WHERE ` + fenceCond(1, 6) + `

@@ -40,6 +40,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Count", testCount},
 		{"CountAfterUpdates", testCountAfterUpdates},
 		{"CountConcurrentUpdates", testCountConcurrentUpdates},
+		{"IDsReserved", testIDsReserved},
+		{"IDsReservedFenced", testIDsReservedFenced},
+		{"IDsReservedConcurrent", testIDsReservedConcurrent},
 		{"Transcript", testTranscript},
 		{"TranscriptLargeText", testTranscriptLargeText},
 		{"TranscriptIsolation", testTranscriptIsolation},
@@ -81,7 +84,8 @@ func RunDurable(t *testing.T, newStorage func(t *testing.T) (open func(t *testin
 
 	s := open(t)
 	sessions := []store.Session{
-		{ID: "dur-1", Owner: "alice", Agent: "pi", Title: "one", Cwd: "/src/a", Status: "ready", Created: ms(1_700_000_000_000), Updated: ms(1_700_000_000_500)},
+		{ID: "dur-1", Owner: "alice", Agent: "pi", Title: "one", Cwd: "/src/a", Status: "ready", Created: ms(1_700_000_000_000), Updated: ms(1_700_000_000_500),
+			IDsReserved: 64},
 		{ID: "dur-2", Owner: "alice", Agent: "pi", Title: "two", Cwd: "/src/b", Status: "ended", Created: ms(1_700_000_001_000), Updated: ms(1_700_000_002_000)},
 		{ID: "dur-3", Owner: "bob", Agent: "hello", Title: "three", Cwd: "/", Status: "idle", Created: ms(1_700_000_003_000), Updated: ms(1_700_000_003_000)},
 	}
@@ -98,8 +102,11 @@ func RunDurable(t *testing.T, newStorage func(t *testing.T) (open func(t *testin
 	}
 	must(t, s.PutKV(ctx, "dur-1", 0, kvs))
 	title := "renamed"
-	must(t, s.UpdateSession(ctx, "dur-2", 0, store.SessionUpdate{Title: &title}))
+	must(t, s.UpdateSession(ctx, "dur-2", 0, store.SessionUpdate{Title: &title, IDsReserved: ptr(uint64(math.MaxInt64))}))
 	sessions[1], _ = s.GetSession(ctx, "dur-2")
+	if sessions[1].IDsReserved != math.MaxInt64 {
+		t.Errorf("dur-2 has %d ids reserved, want %d", sessions[1].IDsReserved, int64(math.MaxInt64))
+	}
 	held, err := leaser(t, s).AcquireLease(ctx, "dur-1", "node-a", time.Hour)
 	must(t, err)
 	released, err := leaser(t, s).AcquireLease(ctx, "dur-2", "node-a", time.Hour)
@@ -144,6 +151,13 @@ func RunDurable(t *testing.T, newStorage func(t *testing.T) (open func(t *testin
 		t.Errorf("after reopen, a write under a released token: %v, want ErrFenced", err)
 	}
 
+	// Reserved ids continue from the stored value: never lower.
+	must(t, s.UpdateSession(ctx, "dur-1", store.Fence(held.Token), store.SessionUpdate{IDsReserved: ptr(uint64(63))}))
+	if got, err := s.GetSession(ctx, "dur-1"); err != nil || got.IDsReserved != 64 {
+		t.Errorf("after reopen, a lower reservation: %d ids reserved (%v), want 64 kept", got.IDsReserved, err)
+	}
+	must(t, s.UpdateSession(ctx, "dur-1", store.Fence(held.Token), store.SessionUpdate{IDsReserved: ptr(uint64(128))}))
+
 	// Revs and sequence numbers continue where they were.
 	must(t, s.PutKV(ctx, "dur-1", 0, []store.KV{
 		{Key: "surface:canvas", Value: []byte(`{"stale":true}`), Rev: 7},
@@ -156,6 +170,9 @@ func RunDurable(t *testing.T, newStorage func(t *testing.T) (open func(t *testin
 
 	s = open(t)
 	defer s.Close()
+	if got, err := s.GetSession(ctx, "dur-1"); err != nil || got.IDsReserved != 128 {
+		t.Errorf("after the second reopen: %d ids reserved (%v), want 128", got.IDsReserved, err)
+	}
 	got, err = s.Transcript(ctx, "dur-1")
 	must(t, err)
 	equalEntries(t, got, append(slices.Clone(entries), more...))
@@ -1347,7 +1364,8 @@ func sortedKVs(kvs []store.KV) []store.KV {
 func equalSession(t testing.TB, got, want store.Session) {
 	t.Helper()
 	if got.ID != want.ID || got.Owner != want.Owner || got.Agent != want.Agent || got.Title != want.Title ||
-		got.Cwd != want.Cwd || got.Status != want.Status || !got.Created.Equal(want.Created) || !got.Updated.Equal(want.Updated) {
+		got.Cwd != want.Cwd || got.Status != want.Status || !got.Created.Equal(want.Created) || !got.Updated.Equal(want.Updated) ||
+		got.IDsReserved != want.IDsReserved {
 		t.Errorf("session\n got %+v\nwant %+v", got, want)
 	}
 }
