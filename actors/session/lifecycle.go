@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -48,9 +47,6 @@ func (s *sessionActor) started(ctx actor.Context) {
 	}
 	s.kv.Load(kvs)
 	for _, k := range s.kv.Keys() {
-		if isSystemKey(k) {
-			continue
-		}
 		e, _ := s.kv.Durable(k)
 		s.hub.Seed(pb.StateOf(k, e.Value, e.Rev, e.Deleted), "state:"+k)
 	}
@@ -86,23 +82,14 @@ func newEpoch(now time.Time) string {
 	return strconv.FormatInt(now.UnixMilli(), 36) + randomSuffix(3)
 }
 
-// idsKey is the session's own KV entry holding the highest turn or prompt
-// id an activation may have handed out: {"reserved": N}.
-const idsKey = systemPrefix + "ids"
-
+// loadReservedIDs is the highest turn or prompt id the session may have
+// handed out before this activation.
 func (s *sessionActor) loadReservedIDs() uint64 {
-	e, ok := s.kv.Durable(idsKey)
-	if ok && !e.Deleted {
-		var v struct {
-			Reserved uint64 `json:"reserved"`
-		}
-		if err := json.Unmarshal(e.Value, &v); err == nil {
-			return v.Reserved
-		}
-		s.log.Error("the reserved turn ids are unreadable; starting above the transcript's")
+	if s.rec.IDsReserved > 0 {
+		return s.rec.IDsReserved
 	}
-	// A session from before ids were reserved (or an unreadable entry):
-	// continue above every id its transcript holds.
+	// A session from before ids were reserved: continue above every id its
+	// transcript holds (one read, once).
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	entries, err := s.deps.Writer.Store().Transcript(c, s.rec.ID)
@@ -117,19 +104,16 @@ func (s *sessionActor) loadReservedIDs() uint64 {
 }
 
 // reserveIDs makes the store hold a new id block before any id in it is
-// handed out. The write is synchronous: it happens once per idBlock ids.
+// handed out (the session row's IDsReserved, which never goes down). The
+// write is synchronous: it happens once per idBlock ids.
 func (s *sessionActor) reserveIDs(need uint64) uint64 {
 	next := max(need, s.reserved) + idBlock - 1
-	cur, _ := s.kv.Durable(idsKey)
-	w := store.KV{Key: idsKey, Value: []byte(`{"reserved":` + strconv.FormatUint(next, 10) + `}`), Rev: cur.Rev + 1}
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.deps.Writer.Store().PutKV(c, s.rec.ID, s.fence(), []store.KV{w}); err != nil {
+	if err := s.deps.Writer.Store().UpdateSession(c, s.rec.ID, s.fence(), store.SessionUpdate{IDsReserved: &next}); err != nil {
 		// The ids are handed out anyway (refusing the prompt is worse); a
 		// crash before the next reservation could repeat them.
 		s.log.Error("turn ids could not be reserved", "err", err, "upTo", next)
-	} else {
-		s.kv.Commit(w.Key, w.Value, w.Rev, false)
 	}
 	s.reserved = next
 	return next

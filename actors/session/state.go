@@ -18,12 +18,6 @@ import (
 // <ns>.<pref>.
 var PrefKey = regexp.MustCompile(`^[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)+$`)
 
-// systemPrefix begins the KV keys the session keeps for itself (its id
-// reservation): never shown to clients, never written by anyone else.
-const systemPrefix = "sys:"
-
-func isSystemKey(key string) bool { return strings.HasPrefix(key, systemPrefix) }
-
 // surfaceLine handles the surface lines of a surfaced/1 agent.
 func (s *sessionActor) surfaceLine(ctx actor.Context, typ string, line []byte) {
 	switch typ {
@@ -65,10 +59,6 @@ func (s *sessionActor) surfaceLine(ctx actor.Context, typ string, line []byte) {
 		}
 		if err := json.Unmarshal(line, &w); err != nil || w.Key == "" {
 			s.diagnostic("invalid_line", typ+" needs a key")
-			return
-		}
-		if isSystemKey(w.Key) {
-			s.diagnostic("state_refused", fmt.Sprintf("the agent tried to write %q: keys beginning %q are the session's own", w.Key, systemPrefix))
 			return
 		}
 		if strings.HasPrefix(w.Key, proc.SurfaceKeyPrefix) {
@@ -182,9 +172,6 @@ func (s *sessionActor) getState(ctx actor.Context, m *pb.GetState) {
 	}
 	out := &pb.StateEntries{}
 	for _, k := range s.kv.Keys() {
-		if isSystemKey(k) {
-			continue
-		}
 		e, _ := s.kv.Durable(k)
 		out.Entries = append(out.Entries, &pb.KVEntry{Key: k, Value: e.Value, Rev: e.Rev, Deleted: e.Deleted})
 	}
