@@ -19,7 +19,7 @@ import (
 
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/gateway/guard"
-	"github.com/surfaced/surfaced/gateway/webui"
+	"github.com/surfaced/surfaced/gateway/internal/webui"
 	"github.com/surfaced/surfaced/internal/delivery"
 )
 

@@ -9,7 +9,7 @@ import (
 )
 
 // goldenCase is one entry of testdata/surface-op.golden.json, shared with the browser client's
-// test (gateway/webui/testdata/surfaced_test.mjs) so both implementations are held to the same bytes.
+// test (gateway/internal/webui/testdata/surfaced_test.mjs) so both implementations are held to the same bytes.
 type goldenCase struct {
 	Name string `json:"name"`
 	Op   struct {
