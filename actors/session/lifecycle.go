@@ -246,8 +246,6 @@ func (s *sessionActor) idle(ctx actor.Context) {
 
 func (s *sessionActor) emit(ev *pb.Event, sticky string) { s.hub.Emit(ev, sticky) }
 
-func (s *sessionActor) emitChat(chunk pb.ChatChunk) { s.hub.Emit(pb.ChatOf(chunk), "") }
-
 func (s *sessionActor) diagnostic(code, message string) {
 	s.log.Warn("diagnostic", "code", code, "message", message)
 	s.emit(pb.DiagnosticOf(code, message), "")

@@ -163,8 +163,9 @@ func oaMessages(req Request) []oaMessage {
 func oaTools(specs []ToolSpec) []oaTool {
 	out := make([]oaTool, 0, len(specs))
 	for _, t := range specs {
-		out = append(out, oaTool{Type: "function",
-			Function: oaToolFunction{Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
+		//lint:ignore S1016 the wire shape is OpenAI's, not the SDK's: a field added to ToolSpec must not reach the request unseen.
+		fn := oaToolFunction{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
+		out = append(out, oaTool{Type: "function", Function: fn})
 	}
 	return out
 }
@@ -274,10 +275,9 @@ func finishReason(r string) (StopReason, error) {
 
 // chunkState turns chunks into deltas.
 type chunkState struct {
-	emit       func(Delta) bool
-	finish     *string
-	toolIDs    map[int]bool
-	nextCallID int
+	emit    func(Delta) bool
+	finish  *string
+	toolIDs map[int]bool
 }
 
 func (st *chunkState) apply(c *oaChunk, whole bool) (bool, error) {
