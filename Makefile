@@ -10,8 +10,15 @@ UNIT_PKGS = $$($(GO) list ./... | grep -v /test/cluster)
 
 .PHONY: build test test-short bench lint proto proto-check demo fuzz clean
 
+# make build stamps the version and the commit; outside a git checkout it
+# stamps nothing and the binary reports what the Go toolchain recorded, or
+# "dev" (surfaced version).
+BIN ?= bin/surfaced
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
+LDFLAGS = $(if $(VERSION),-X github.com/surfaced/surfaced.Version=$(VERSION)) $(if $(COMMIT),-X github.com/surfaced/surfaced.Commit=$(COMMIT))
 build:
-	$(GO) build -o bin/surfaced ./cmd/surfaced
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/surfaced
 
 # The test command of the README and of .ci/run.
 test:

@@ -31,8 +31,15 @@ import (
 	"github.com/surfaced/surfaced/store"
 )
 
-// Version is the build version, set by the linker (-X).
-var Version = "dev"
+// Version is the build version and Commit the short hash of the commit it
+// was built from. `make build` sets both with the linker (-X); a binary built
+// without them (go run, go build, go install) fills them in at start from
+// what the Go toolchain recorded (see version.go), and says "dev" and ""
+// when it recorded nothing.
+var (
+	Version = "dev"
+	Commit  = ""
+)
 
 // AgentSpec is a configured agent.
 type AgentSpec = session.AgentSpec

@@ -60,7 +60,7 @@ editor talk to the same sessions over the Agent Client Protocol at /acp.
 Start here:
   surfaced run ./examples/surface-demo-agent
 prints the URL to open (it carries a per-launch token).`,
-		Version:       surfaced.Version,
+		Version:       surfaced.VersionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -73,10 +73,13 @@ prints the URL to open (it carries a per-launch token).`,
 func versionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
+		Short: "Print the version and the commit it was built from",
+		Long: `Prints the version and the commit: stamped by make build (git describe and
+git rev-parse), or, for a binary built without them, what the Go toolchain
+recorded of its checkout; "dev" when nothing was recorded.`,
+		Args: cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "surfaced", surfaced.Version)
+			fmt.Fprintln(cmd.OutOrStdout(), "surfaced", surfaced.VersionString())
 		},
 	}
 }
