@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/surfaced/surfaced/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -409,11 +411,9 @@ func TestProcessNoLinesLostAtExit(t *testing.T) {
 	}
 	// Wait until the child has written everything into the pipe, exited and been reaped, then stay
 	// stuck well past drainIdle.
-	for deadline := time.Now().Add(waitLimit); !errors.Is(syscall.Kill(p.Pid(), 0), syscall.ESRCH); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the child did not exit")
-		}
-	}
+	testkit.Eventually(t, waitLimit, func() bool { return errors.Is(syscall.Kill(p.Pid(), 0), syscall.ESRCH) }, "the child to exit and be reaped")
+	// The adverse condition itself, not a wait for a result: the Handler
+	// stays stuck for several drain waits after the exit.
 	time.Sleep(3 * drainIdle)
 	close(release)
 	st := waitExit(t, p, r)
@@ -456,13 +456,7 @@ func gone(pid int) bool {
 
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !gone(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d is still running", pid)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, waitLimit, func() bool { return gone(pid) }, "process %d to end", pid)
 }
 
 // The child exits while a grandchild still holds its stdout: the exit is reported anyway, the
@@ -484,14 +478,10 @@ func TestProcessExitWithGrandchildHoldingStdout(t *testing.T) {
 		pid := grandchildPid(t, r)
 		t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
 		// Let the child exit only once the grandchild has left the group.
-		for deadline := time.Now().Add(waitLimit); ; time.Sleep(time.Millisecond) {
-			if pgid, err := syscall.Getpgid(pid); err == nil && pgid != p.Pid() {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the grandchild never left the group")
-			}
-		}
+		testkit.Eventually(t, waitLimit, func() bool {
+			pgid, err := syscall.Getpgid(pid)
+			return err == nil && pgid != p.Pid()
+		}, "the grandchild to leave the group")
 		if err := p.Write([]byte(`{"type":"go"}`)); err != nil {
 			t.Fatal(err)
 		}
@@ -608,14 +598,10 @@ func TestProcessBrokenPipe(t *testing.T) {
 	}, r)
 	r.waitLines(t, 1)
 	var err error
-	deadline := time.Now().Add(waitLimit)
-	for err == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("writes to a closed stdin never failed")
-		}
+	testkit.Eventually(t, waitLimit, func() bool {
 		err = p.Write([]byte(`{"type":"prompt","message":"hello"}`))
-		time.Sleep(time.Millisecond)
-	}
+		return err != nil
+	}, "a write to the closed stdin to fail")
 	if !errors.Is(err, syscall.EPIPE) {
 		t.Fatalf("Write = %v, want a broken pipe", err)
 	}
@@ -898,11 +884,11 @@ func BenchmarkExitReport(b *testing.B) {
 				if err := json.Unmarshal(r.waitLines(b, 1)[0].line, &msg); err != nil {
 					b.Fatal(err)
 				}
-				for bc.escaped {
-					if pgid, err := syscall.Getpgid(msg.Pid); err == nil && pgid != p.Pid() {
-						break
-					}
-					time.Sleep(time.Millisecond)
+				if bc.escaped {
+					testkit.Eventually(b, waitLimit, func() bool {
+						pgid, err := syscall.Getpgid(msg.Pid)
+						return err == nil && pgid != p.Pid()
+					}, "the grandchild to leave the group")
 				}
 				b.StartTimer()
 				if err := p.Write([]byte(`{"type":"go"}`)); err != nil {
