@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/surfaced/surfaced/actors/inspect"
+	"github.com/surfaced/surfaced/internal/testkit"
 )
 
 type work struct{ n int }
@@ -27,16 +28,11 @@ func newSystem(t *testing.T) *actor.ActorSystem {
 	return sys
 }
 
-// eventually polls cond until it holds or 5 s pass.
+// eventually waits for cond: a hang guard, every state here comes in
+// milliseconds.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, cond, "%s", what)
 }
 
 func one(t *testing.T, in *inspect.Inspector, q inspect.Query) inspect.Actor {
@@ -82,17 +78,14 @@ func TestDepthPostedProcessedAndCurrent(t *testing.T) {
 	if a.Started.IsZero() || time.Since(a.Started) > time.Minute {
 		t.Fatalf("started: %v", a.Started)
 	}
-	time.Sleep(30 * time.Millisecond)
-	if a := one(t, in, inspect.Query{}); *a.CurrentForMS < 25 {
-		t.Fatalf("current_for_ms did not advance: %d", *a.CurrentForMS)
-	}
+	eventually(t, "current_for_ms to advance to 30", func() bool { return *one(t, in, inspect.Query{}).CurrentForMS >= 30 })
 	close(gate)
 	eventually(t, "all processed", func() bool { return one(t, in, inspect.Query{}).Processed == 10 })
 	a = one(t, in, inspect.Query{})
 	if a.Depth != 0 || a.Posted != 10 || a.Current != "" || a.CurrentForMS != nil {
 		t.Fatalf("after draining: %+v", a)
 	}
-	// The first message ran ≥ 30 ms, the others not at all: p50 small, p99 big.
+	// The first message ran ≥ 30 ms, the others hardly at all: p50 small, p99 big.
 	if a.P99US < 25_000 || a.P50US > a.P99US || a.P50US >= 25_000 {
 		t.Fatalf("percentiles: p50 %d µs p99 %d µs", a.P50US, a.P99US)
 	}
@@ -137,8 +130,10 @@ func TestFiltersAndSorts(t *testing.T) {
 		sys.Root.Send(deep, &work{})
 	}
 	// The deep actor is stuck for 30 ms longer than the shallow one.
-	eventually(t, "deep stuck", func() bool { return one(t, in, inspect.Query{Session: "a", Kind: "surface"}).Current != "" })
-	time.Sleep(30 * time.Millisecond)
+	eventually(t, "deep stuck for 30 ms", func() bool {
+		a := one(t, in, inspect.Query{Session: "a", Kind: "surface"})
+		return a.Current != "" && *a.CurrentForMS >= 30
+	})
 	sys.Root.Send(shallow, &work{})
 	sys.Root.Send(shallow, &work{})
 	eventually(t, "queues", func() bool {
@@ -241,8 +236,22 @@ func TestDeadLettersByKind(t *testing.T) {
 			metric(t, reg, "surfaced_actor_dead_letters_total", "other") == 1
 	})
 	stop()
+	// The barrier: a subscriber of our own sees the next dead letter.
+	// Publishing calls every subscriber in turn, in the order they came,
+	// so once ours has it the inspector's would have counted it.
+	witness := make(chan struct{}, 1)
+	sub := sys.EventStream.Subscribe(func(ev any) {
+		if dl, ok := ev.(*actor.DeadLetterEvent); ok && dl.PID.Equal(pid) {
+			witness <- struct{}{}
+		}
+	})
+	defer sys.EventStream.Unsubscribe(sub)
 	sys.Root.Send(pid, &work{})
-	time.Sleep(20 * time.Millisecond)
+	select {
+	case <-witness:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the dead letter after stop was never published")
+	}
 	if n := metric(t, reg, "surfaced_actor_dead_letters_total", "sse"); n != 2 {
 		t.Fatalf("counted after stop: %v", n)
 	}
@@ -316,10 +325,10 @@ func TestWindowAgeForgetsOldMessages(t *testing.T) {
 	if a := one(t, in, inspect.Query{}); a.P99US >= 15_000 || a.P50US < 1000 {
 		t.Fatalf("window of 4: %+v", a)
 	}
-	time.Sleep(150 * time.Millisecond)
-	if a := one(t, in, inspect.Query{}); a.P50US != 0 || a.P99US != 0 {
-		t.Fatalf("after the window age: %+v", a)
-	}
+	eventually(t, "the percentiles to forget messages older than the window age", func() bool {
+		a := one(t, in, inspect.Query{})
+		return a.P50US == 0 && a.P99US == 0
+	})
 }
 
 // Many senders, snapshots all the while (run with -race): every message is
