@@ -1,13 +1,14 @@
 package dispatch
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/surfaced/surfaced/internal/testkit"
 )
 
 // Work scheduled one after the other reuses one warm worker; work that
@@ -51,14 +52,7 @@ func TestPool(t *testing.T) {
 
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		runtime.Gosched()
-		time.Sleep(50 * time.Microsecond)
-	}
+	testkit.Eventually(t, 10*time.Second, ok, "%s", what)
 }
 
 // Actors on the pool keep their mailbox order.
