@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -111,13 +112,24 @@ func (s *syncBuffer) String() string {
 
 func (s *syncBuffer) waitFor(t *testing.T, what string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !strings.Contains(s.String(), what) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %q in:\n%s", what, s.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	testkit.Eventually(t, timeout, func() bool { return strings.Contains(s.String(), what) }, "%q in:\n%s", what, s)
+}
+
+// writeWatch passes writes through and closes written once a write holding
+// marker has returned: the bytes are in the pipe, for the reader to take.
+type writeWatch struct {
+	io.Writer
+	marker  []byte
+	once    sync.Once
+	written chan struct{}
+}
+
+func (w *writeWatch) Write(p []byte) (int, error) {
+	n, err := w.Writer.Write(p)
+	if err == nil && bytes.Contains(p, w.marker) {
+		w.once.Do(func() { close(w.written) })
 	}
+	return n, err
 }
 
 // bridgeProc is `surfaced acp` with its stdio in the test's hands.
@@ -255,7 +267,9 @@ func TestACPBridgeSurvivesDaemonRestart(t *testing.T) {
 	d := startACPDaemon(t)
 	b := startBridge(t, "--url", "http://"+d.addr, "--token", acpTestToken)
 	rec := newRecordingClient()
-	conn := acp.NewClientSideConnection(rec, b.stdin, b.stdout)
+	const outagePrompt = "after the restart"
+	stdin := &writeWatch{Writer: b.stdin, marker: []byte(outagePrompt), written: make(chan struct{})}
+	conn := acp.NewClientSideConnection(rec, stdin, b.stdout)
 	conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -313,11 +327,16 @@ func TestACPBridgeSurvivesDaemonRestart(t *testing.T) {
 	after := make(chan error, 1)
 	var afterRes acp.PromptResponse
 	go func() {
-		r, err := conn.Prompt(ctx, textPrompt(sess.SessionId, "after the restart"))
+		r, err := conn.Prompt(ctx, textPrompt(sess.SessionId, outagePrompt))
 		afterRes = r
 		after <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// The daemon starts only once the prompt is in the bridge's stdin.
+	select {
+	case <-stdin.written:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the prompt during the outage was never written to the bridge")
+	}
 	d.start()
 	select {
 	case err := <-after:

@@ -76,16 +76,16 @@ func slowDepth(t *testing.T, frame string) int {
 func TestInspectShowsAFloodedDomain(t *testing.T) {
 	d := daemon.Start(t, daemon.Dev(), daemon.SlowDomain(50*time.Millisecond), endedLinger)
 	id := d.Create(nil)
-	daemon.Eventually(t, 10*time.Second, "the slow domain", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return daemon.Find(d.Actors("?session="+id), "surface", daemon.SlowDomainName) != nil
-	})
+	}, "the slow domain")
 	out, errOut, code := inspectRun(t, nil, "inspect", "--url", d.URL, "--token", d.Token, "--session", id)
 	if code != 0 || slowDepth(t, out) != 0 || !strings.Contains(out, "node test-node") || !strings.Contains(out, "agentproc") {
 		t.Fatalf("idle: exit %d\n%s\n%s", code, out, errOut)
 	}
 	wait := d.Flood(id, 60)
 	deepest, sawCommand := 0, false
-	daemon.Eventually(t, 15*time.Second, "depth ≥ 5 and a running command in surfaced inspect", func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		out, errOut, code := inspectRun(t, []string{"SURFACED_TOKEN=" + d.Token}, "inspect", "--url", d.URL, "--sort", "depth", "--session", id)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
@@ -107,7 +107,7 @@ func TestInspectShowsAFloodedDomain(t *testing.T) {
 			sawCommand = sawCommand || strings.HasPrefix(line, "surface ") && strings.Contains(line, "*surfacedv1.RunCommand")
 		}
 		return deepest >= 5 && sawCommand
-	})
+	}, "depth ≥ 5 and a running command in surfaced inspect")
 	if ok := wait(); ok != 60 {
 		t.Fatalf("%d of 60 commands", ok)
 	}
@@ -124,9 +124,9 @@ func TestInspectShowsAFloodedDomain(t *testing.T) {
 func TestInspectWatch(t *testing.T) {
 	d := daemon.Start(t, daemon.Dev(), daemon.SlowDomain(50*time.Millisecond), endedLinger)
 	id := d.Create(nil)
-	daemon.Eventually(t, 10*time.Second, "the slow domain", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return daemon.Find(d.Actors("?session="+id), "surface", daemon.SlowDomainName) != nil
-	})
+	}, "the slow domain")
 	bin := testkit.Build(t, "./cmd/surfaced")
 	cmd := exec.Command(bin, "inspect", "--url", d.URL, "--watch", "--interval", "200ms", "--session", id)
 	cmd.Env = append(os.Environ(), "SURFACED_TOKEN="+d.Token)
@@ -293,7 +293,7 @@ func TestRunDevServesTheInspector(t *testing.T) {
 	events := testkit.OpenSSE(t, base+"/api/sessions/"+id+"/events", http.Header{"Authorization": {"Bearer " + token}})
 	events.Wait(t, 10*time.Second, "ready", testkit.IsStatus("ready"))
 	kinds := map[string]bool{}
-	daemon.Eventually(t, 10*time.Second, "session, surface, agentproc and sse actors", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		_, raw := do("GET", base+"/debug/actors?session="+id)
 		var rep inspect.Report
 		_ = json.Unmarshal(raw, &rep)
@@ -301,7 +301,7 @@ func TestRunDevServesTheInspector(t *testing.T) {
 			kinds[a.Kind] = true
 		}
 		return kinds["session"] && kinds["surface"] && kinds["agentproc"] && kinds["sse"]
-	})
+	}, "session, surface, agentproc and sse actors")
 	if st, raw := do("GET", base+"/metrics"); st != 200 || !strings.Contains(string(raw), `surfaced_actors{kind="session"} 1`) {
 		t.Fatalf("metrics: %d", st)
 	}
