@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/surfaced/surfaced/internal/etcdtest"
+	"github.com/surfaced/surfaced/internal/testkit"
 	"github.com/surfaced/surfaced/membership"
 )
 
@@ -44,13 +45,7 @@ func TestEtcdMemberRegistersAndLeavesCleanly(t *testing.T) {
 		t.Fatalf("registration: %v %+v", err, resp)
 	}
 	lease := clientv3.LeaseID(resp.Kvs[0].Lease)
-	deadline := time.Now().Add(10 * time.Second)
-	for !c.MemberList.ContainsMemberID(sys.ID) {
-		if time.Now().After(deadline) {
-			t.Fatal("the member never saw itself in the topology")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return c.MemberList.ContainsMemberID(sys.ID) }, "the member to see itself in the topology")
 
 	c.Shutdown(true)
 	if err := p.Shutdown(false); err != nil {
