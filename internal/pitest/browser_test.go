@@ -457,17 +457,10 @@ func TestPiImagesWhenTheModelTakesThem(t *testing.T) {
 	s := d.sse(id)
 	ready(t, s)
 	// The model is learnt right after readiness.
-	deadline := time.Now().Add(wait)
-	for {
+	testkit.Eventually(t, wait, func() bool {
 		_, sum := d.do("GET", "/api/sessions/"+id, nil)
-		if sum["images"] == true {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a session of a model with image input never reported images: %v", sum)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return sum["images"] == true
+	}, "a session of a model with image input to report images")
 	d.prompt(id, "what is this?", map[string]string{"mimeType": "image/png", "data": pngBase64})
 	tr := nextTurn(t, s)
 	if tr.text() != "I see 1 image(s)" {
@@ -485,7 +478,16 @@ func TestPiImagesWhenTheModelTakesThem(t *testing.T) {
 	id2 := out["sessionId"].(string)
 	s2 := d.sse(id2)
 	ready(t, s2)
-	time.Sleep(200 * time.Millisecond) // let the model probe answer
+	// The barrier: the model probe (get_state) goes to pi before readiness
+	// and pi answers its commands in order, so once a turn has run the
+	// session knows the model; it would take images by now if it could.
+	d.prompt(id2, "hello")
+	if tr := nextTurn(t, s2); tr.stopReason() != "end_turn" {
+		t.Fatalf("the text-only session's first turn: %q %q", tr.stopReason(), tr.text())
+	}
+	if _, sum := d.do("GET", "/api/sessions/"+id2, nil); sum["images"] != false {
+		t.Fatalf("a text-only model's session says images %v", sum["images"])
+	}
 	st, out = d.do("POST", "/api/sessions/"+id2+"/prompt", map[string]any{"message": "what is this?",
 		"images": []map[string]string{{"mimeType": "image/png", "data": pngBase64}}})
 	if st != http.StatusBadRequest || out["error"].(map[string]any)["code"] != "images_not_supported" {
@@ -666,7 +668,18 @@ func TestPiGetsOnlyPiLinesAndItsRefusalsStayInside(t *testing.T) {
 		t.Fatalf("text %q", tr.text())
 	}
 	d.do("POST", "/api/sessions/"+id+"/abort", nil) // idle: nothing to cancel
-	time.Sleep(300 * time.Millisecond)
+	// The barrier: a prompt after the abort. The session writes to pi in
+	// the order it handled the requests and tee records stdin in order, so
+	// once the log holds this prompt it holds whatever the abort wrote.
+	const after = "after the abort"
+	d.prompt(id, after)
+	if tr := nextTurn(t, s); tr.text() != "hi" {
+		t.Fatalf("text after the abort %q", tr.text())
+	}
+	testkit.Eventually(t, wait, func() bool {
+		b, _ := os.ReadFile(log)
+		return strings.Contains(string(b), after)
+	}, "the prompt after the abort in pi's stdin log")
 
 	b, err := os.ReadFile(log)
 	if err != nil {
