@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,6 +146,22 @@ func (l *load) ackedCount() int {
 
 func (l *load) end() { close(l.stop); <-l.done }
 
+// waitAcked waits until n commands have been acknowledged in all.
+func (l *load) waitAcked(t testing.TB, n int, timeout time.Duration, what string) {
+	t.Helper()
+	testkit.Eventually(t, timeout, func() bool { return l.ackedCount() >= n }, "%d acknowledged commands (%s); %v so far", n, what, later(func() string {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return fmt.Sprintf("%d, %d failed attempts", len(l.acked), l.errors)
+	}))
+}
+
+// later is a fmt.Stringer computed when a failure message is formatted,
+// so that it says how things stood at the end of the wait.
+type later func() string
+
+func (f later) String() string { return f() }
+
 // check verifies that no acknowledged command was lost: every acknowledged
 // increment saw a distinct count (a lost write would hand its count out
 // again), and the final snapshot holds at least as many increments as were
@@ -176,18 +193,14 @@ func finalCount(t testing.TB, nd *node, id string) (count, rev int) {
 			Rev int `json:"rev"`
 		} `json:"entries"`
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st, err := nd.get("/api/sessions/"+id+"/state", &out)
-		if st == 200 && err == nil {
-			e := out.Entries["surface:demo"]
-			return e.Value.Count, e.Rev
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("state via node %d: %d %v", nd.i, st, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	var st int
+	var err error
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		st, err = nd.get("/api/sessions/"+id+"/state", &out)
+		return st == 200 && err == nil
+	}, "the state via node %d; last answer %v", nd.i, later(func() string { return fmt.Sprint(st, " ", err) }))
+	e := out.Entries["surface:demo"]
+	return e.Value.Count, e.Rev
 }
 
 // kill -9 the node holding a busy session: the session comes back on another
@@ -201,22 +214,14 @@ func TestNodeKilledSessionMoves(t *testing.T) {
 	s := client.sse(t, id, "")
 	s.Wait(t, 20*time.Second, "ready", testkit.IsStatus("ready"))
 	l := startLoad(t, id, func(i int) *node { return others[i%2] })
-	for l.ackedCount() < 20 {
-		time.Sleep(20 * time.Millisecond)
-	}
+	l.waitAcked(t, 20, 60*time.Second, "before the kill")
 	_, revBefore := finalCount(t, client, id)
 	host.kill9()
 	t.Logf("killed node %d at rev %d", host.i, revBefore)
 	// The stream on the client's node ends (its session vanished); the
 	// client reconnects with its last id and is told to resync.
 	<-s.Done()
-	deadline := time.Now().Add(90 * time.Second)
-	for l.ackedCount() < 60 {
-		if time.Now().After(deadline) {
-			t.Fatalf("commands did not resume after the kill: %d acknowledged", l.ackedCount())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	l.waitAcked(t, 60, 90*time.Second, "commands resuming after the kill")
 	r := client.sse(t, id, s.LastID())
 	r.Wait(t, 20*time.Second, "resync after the move", testkit.IsKind("resync"))
 	st := r.Wait(t, 20*time.Second, "sticky snapshot", testkit.IsState("surface:demo", 0))
@@ -243,15 +248,22 @@ func TestRollingRestart(t *testing.T) {
 		k := k
 		loads[k] = startLoad(t, id, func(i int) *node { return e.nodes[(i+k)%3] })
 	}
+	// Every session makes progress before each restart and after the last.
+	progress := func(when string) {
+		t.Helper()
+		for k, l := range loads {
+			l.waitAcked(t, l.ackedCount()+10, 60*time.Second, fmt.Sprintf("session %d %s", k, when))
+		}
+	}
 	for i := 0; i < 3; i++ {
-		time.Sleep(2 * time.Second)
+		progress(fmt.Sprintf("before node %d restarts", i))
 		before := loads[0].ackedCount() + loads[1].ackedCount() + loads[2].ackedCount()
 		e.nodes[i].stop()
 		e.start(i)
 		e.waitMembers(3)
 		t.Logf("node %d restarted; %d commands acknowledged so far", i, before)
 	}
-	time.Sleep(2 * time.Second)
+	progress("after the last restart")
 	for k, id := range ids {
 		loads[k].end()
 		count, _ := finalCount(t, e.nodes[0], id)
@@ -272,24 +284,16 @@ func TestStaleNodeCannotCommit(t *testing.T) {
 	e.startAll(3)
 	id, host, others := e.remoteSession(t)
 	l0 := startLoad(t, id, func(int) *node { return host })
-	for l0.ackedCount() < 5 {
-		time.Sleep(20 * time.Millisecond)
-	}
+	l0.waitAcked(t, 5, 60*time.Second, "via the host")
 	l0.end()
 	// A browser attached on the host itself.
 	watcher := host.sse(t, id, "")
 	watcher.Wait(t, 20*time.Second, "ready", testkit.IsStatus("ready"))
 	// Freeze the host: it neither renews its leases nor answers.
 	_ = syscall.Kill(host.cmd.Process.Pid, syscall.SIGSTOP)
+	t.Cleanup(func() { _ = syscall.Kill(host.cmd.Process.Pid, syscall.SIGCONT) }) // however the test ends
 	l := startLoad(t, id, func(i int) *node { return others[i%2] })
-	deadline := time.Now().Add(60 * time.Second)
-	for l.ackedCount() < 10 {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(host.cmd.Process.Pid, syscall.SIGCONT)
-			t.Fatalf("the session did not move off the frozen node")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	l.waitAcked(t, 10, 60*time.Second, "the session moving off the frozen node")
 	_ = syscall.Kill(host.cmd.Process.Pid, syscall.SIGCONT)
 	// The stale node wakes up believing it owns the session; what it is sent
 	// now must not commit there. (Acknowledged answers go to the checker.)
@@ -312,21 +316,10 @@ func TestStaleNodeCannotCommit(t *testing.T) {
 		t.Fatalf("the browser on the stale node: %v", end.Raw)
 	}
 	// It rejoins and serves again.
-	deadline = time.Now().Add(90 * time.Second)
-	for !strings.Contains(host.tail(1<<24), "rejoined as a new member") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the stale node did not rejoin")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testkit.Eventually(t, 90*time.Second, func() bool { return strings.Contains(host.tail(1<<24), "rejoined as a new member") },
+		"the stale node to rejoin as a new member")
 	e.waitMembers(3)
-	n := l.ackedCount()
-	for l.ackedCount() < n+10 {
-		if time.Now().After(deadline) {
-			t.Fatalf("commands stopped")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	l.waitAcked(t, l.ackedCount()+10, 90*time.Second, "commands going on after the rejoin")
 	if st, out, _ := host.command(id, "demo", "increment"); st != 200 || out["ok"] != true {
 		t.Fatalf("the rejoined node does not serve: %d %v", st, out)
 	} else {

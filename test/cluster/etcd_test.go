@@ -45,18 +45,9 @@ func TestEtcdMembership(t *testing.T) {
 		}
 	}
 	l := startLoad(t, id, func(i int) *node { return others[i%2] })
-	for l.ackedCount() < 20 {
-		time.Sleep(20 * time.Millisecond)
-	}
+	l.waitAcked(t, 20, 60*time.Second, "before the kill")
 	host.kill9()
-	deadline := time.Now().Add(90 * time.Second)
-	n := l.ackedCount()
-	for l.ackedCount() < n+40 {
-		if time.Now().After(deadline) {
-			t.Fatalf("commands did not resume after the kill: %d acknowledged", l.ackedCount())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	l.waitAcked(t, l.ackedCount()+40, 90*time.Second, "commands resuming after the kill")
 	l.end()
 	count, _ := finalCount(t, others[0], id)
 	l.check(t, count)
@@ -69,23 +60,14 @@ func TestEtcdOutageHeals(t *testing.T) {
 	e.startAll(3)
 	id := e.nodes[0].create(t)
 	l := startLoad(t, id, func(i int) *node { return e.nodes[i%3] })
-	for l.ackedCount() < 20 {
-		time.Sleep(20 * time.Millisecond)
-	}
+	l.waitAcked(t, 20, 60*time.Second, "before the outage")
 	srv.Down()
 	t.Log("etcd down")
-	time.Sleep(30 * time.Second)
+	time.Sleep(30 * time.Second) // the fault itself: etcd is away for 30 s
 	srv.Up()
 	t.Log("etcd up")
 	e.waitMembers(3)
-	n := l.ackedCount()
-	deadline := time.Now().Add(90 * time.Second)
-	for l.ackedCount() < n+40 {
-		if time.Now().After(deadline) {
-			t.Fatalf("commands did not go on after etcd came back: %d acknowledged", l.ackedCount())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	l.waitAcked(t, l.ackedCount()+40, 90*time.Second, "commands going on after etcd came back")
 	l.end()
 	count, _ := finalCount(t, e.nodes[1], id)
 	l.check(t, count)
@@ -111,9 +93,7 @@ func TestEvictedMemberRejoins(t *testing.T) {
 	e.startAll(3)
 	id := e.nodes[0].create(t)
 	l := startLoad(t, id, func(i int) *node { return e.nodes[i%3] })
-	for l.ackedCount() < 10 {
-		time.Sleep(20 * time.Millisecond)
-	}
+	l.waitAcked(t, 10, 60*time.Second, "before the eviction")
 	victim := e.nodes[2]
 	var h struct {
 		Node string `json:"node"`
@@ -126,21 +106,12 @@ func TestEvictedMemberRejoins(t *testing.T) {
 	}
 	// Unready while it is missing from its own view.
 	sawUnready := false
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		st, _ := victim.get("/readyz", nil)
-		if st == 503 {
+	testkit.Eventually(t, 60*time.Second, func() bool {
+		if st, _ := victim.get("/readyz", nil); st == 503 {
 			sawUnready = true
 		}
-		log := victim.tail(1 << 24)
-		if strings.Contains(log, "rejoined as a new member") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the evicted member did not rejoin")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return strings.Contains(victim.tail(1<<24), "rejoined as a new member")
+	}, "the evicted member to rejoin as a new member")
 	if !sawUnready {
 		t.Errorf("/readyz never said not ready while the member was evicted")
 	}
@@ -148,13 +119,7 @@ func TestEvictedMemberRejoins(t *testing.T) {
 		t.Errorf("the eviction was not logged loudly")
 	}
 	e.waitMembers(3)
-	n := l.ackedCount()
-	for l.ackedCount() < n+20 {
-		if time.Now().After(deadline.Add(30 * time.Second)) {
-			t.Fatalf("commands did not go on after the rejoin")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	l.waitAcked(t, l.ackedCount()+20, 90*time.Second, "commands going on after the rejoin")
 	l.end()
 	count, _ := finalCount(t, e.nodes[0], id)
 	l.check(t, count)

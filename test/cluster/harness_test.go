@@ -179,20 +179,16 @@ func (e *env) waitMembers(n int) {
 		if nd.dead() {
 			continue
 		}
-		for {
-			var h struct {
-				Members []string `json:"members"`
-				Ready   bool     `json:"ready"`
-			}
-			st, _ := nd.get("/healthz", &h)
-			if st == 200 && len(h.Members) == n && h.Ready {
-				break
-			}
-			if time.Now().After(deadline) {
-				e.t.Fatalf("node %d sees %v (want %d members)\n%s", nd.i, h.Members, n, nd.tail(4000))
-			}
-			time.Sleep(200 * time.Millisecond)
+		var h struct {
+			Members []string `json:"members"`
+			Ready   bool     `json:"ready"`
 		}
+		testkit.Eventually(e.t, time.Until(deadline), func() bool {
+			h.Members, h.Ready = nil, false
+			st, _ := nd.get("/healthz", &h)
+			return st == 200 && len(h.Members) == n && h.Ready
+		}, "node %d to see %d members, ready; it sees %v\n%s", nd.i, n, later(func() string { return fmt.Sprintf("%v ready=%v", h.Members, h.Ready) }),
+			later(func() string { return nd.tail(4000) }))
 	}
 }
 
