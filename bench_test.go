@@ -68,16 +68,7 @@ func benchRuntime(b *testing.B, st store.Store, agentArgv []string) (*surfaced.R
 		b.Fatal(err)
 	}
 	// Wait for the agent (agent-hosted benchmarks need it ready).
-	for i := 0; ; i++ {
-		res, _ := rt.Request(context.Background(), id, &pb.GetSummary{Caller: me})
-		if res.(*pb.SessionSummary).GetStatus() == "ready" {
-			break
-		}
-		if i > 500 {
-			b.Fatal("session not ready")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(b, 10*time.Second, func() bool { return ready(rt, id) }, "session %s to be ready", id)
 	return rt, id
 }
 
@@ -188,12 +179,21 @@ func BenchmarkIdleSessionMemory(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		g0 := runtime.NumGoroutine()
+		ids := make([]string, 0, n)
 		for i := 0; i < n; i++ {
-			if _, err := rt.CreateSession(context.Background(), surfaced.CreateOptions{Owner: owner}); err != nil {
+			id, err := rt.CreateSession(context.Background(), surfaced.CreateOptions{Owner: owner})
+			if err != nil {
 				b.Fatal(err)
 			}
+			ids = append(ids, id)
 		}
-		time.Sleep(500 * time.Millisecond)
+		// Measured once every session is idle: its agent started and ready.
+		testkit.Eventually(b, 60*time.Second, func() bool {
+			for len(ids) > 0 && ready(rt, ids[0]) {
+				ids = ids[1:]
+			}
+			return len(ids) == 0
+		}, "%d sessions to be ready", n)
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		g1 := runtime.NumGoroutine()
@@ -240,4 +240,10 @@ func BenchmarkSessionActorMemory(b *testing.B) {
 		_ = rt.Shutdown(ctx)
 		cancel()
 	}
+}
+
+// ready reports whether the session's agent is ready.
+func ready(rt *surfaced.Runtime, id string) bool {
+	res, err := rt.Request(context.Background(), id, &pb.GetSummary{Caller: me})
+	return err == nil && res.(*pb.SessionSummary).GetStatus() == "ready"
 }

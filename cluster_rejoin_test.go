@@ -9,8 +9,9 @@ package surfaced
 
 import (
 	"context"
-	"io"
 	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,9 +38,10 @@ func TestInProcessClusterRequestSurvivesRejoin(t *testing.T) {
 		Provider: func() (cluster.ClusterProvider, error) { return test.NewTestProvider(agent), nil },
 		LeaseTTL: 2 * time.Second,
 	}
+	var logs logBuffer
 	rt, err := New(Config{Store: st, Cluster: &cc,
 		Agents: []AgentSpec{{Name: "fake", Argv: testkit.FakeAgent(t)}},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +74,11 @@ func TestInProcessClusterRequestSurvivesRejoin(t *testing.T) {
 		res, err := rt.Request(ctx, id, &pb.GetSummary{Caller: &pb.Caller{System: true}})
 		got <- answer{res, err, time.Since(t0)}
 	}()
-	time.Sleep(500 * time.Millisecond) // the request is being refused and asked again
+	// The barrier: the grain refused the request twice, so it was refused
+	// and asked again; had a refusal ended it, it would have ended by now.
+	const refused = "session lease held elsewhere; not activating here"
+	testkit.Eventually(t, 10*time.Second, func() bool { return strings.Count(logs.String(), refused) >= 2 },
+		"the request to be refused and asked again (%q twice in the log)", refused)
 	select {
 	case a := <-got:
 		t.Fatalf("the request ended while the lease was held elsewhere: %v %v", a.res, a.err)
@@ -92,4 +98,23 @@ func TestInProcessClusterRequestSurvivesRejoin(t *testing.T) {
 		t.Fatalf("answer %T %v", a.res, a.res)
 	}
 	t.Logf("answered after %s", a.in.Round(time.Millisecond))
+}
+
+// logBuffer is a log destination that the test reads while the runtime
+// writes to it.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
