@@ -1,13 +1,16 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/labstack/echo/v4"
 )
@@ -50,8 +53,10 @@ func decodeJSON(data []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}
-	if dec.More() {
-		return apiErr(http.StatusBadRequest, "invalid_json", "the body holds more than one JSON value")
+	// Only JSON whitespace may follow the value. (dec.More is not enough:
+	// it reports false before a stray } or ].)
+	if rest := bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+		return apiErr(http.StatusBadRequest, "invalid_json", "the body must be one JSON value with nothing after it")
 	}
 	return nil
 }
@@ -71,11 +76,29 @@ func jsonError(err error) error {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return apiErr(http.StatusBadRequest, "invalid_json", "the body is not valid JSON (it ends too early)")
 	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		name = strings.Trim(name, `"`)
-		return apiErr(http.StatusBadRequest, "unknown_field", fmt.Sprintf("%s is not a field of this request", name), name)
+	if quoted, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		// encoding/json quotes the key with %q: unquote it, so that the
+		// error names the key the client sent, not its escaped spelling.
+		name, uerr := strconv.Unquote(quoted)
+		if uerr != nil {
+			name = strings.Trim(quoted, `"`)
+		}
+		return apiErr(http.StatusBadRequest, "unknown_field", fmt.Sprintf("%s is not a field of this request", showField(name)), name)
 	}
 	return apiErr(http.StatusBadRequest, "invalid_json", "the body is not valid JSON: "+err.Error())
+}
+
+// showField is a field name as a message shows it: as it is when it is a
+// plain name, quoted when it is empty or holds spaces, quotes or control
+// characters, so that the message says which key was meant.
+func showField(name string) string {
+	plain := name != "" && !strings.ContainsFunc(name, func(r rune) bool {
+		return r == '"' || r == '\\' || unicode.IsSpace(r) || !unicode.IsPrint(r)
+	})
+	if plain {
+		return name
+	}
+	return strconv.Quote(name)
 }
 
 func jsonKind(goType string) string {
