@@ -10,9 +10,16 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { os.Exit(Main(m)) }
+// The tests run under Main, which stops the shared server after them; then
+// every goroutine they started has ended.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(mainRun{m}) }
+
+type mainRun struct{ m *testing.M }
+
+func (r mainRun) Run() int { return Main(r.m) }
 
 func TestStartGivesFreshDatabases(t *testing.T) {
 	ctx := context.Background()

@@ -22,12 +22,19 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"go.uber.org/goleak"
 
 	"github.com/surfaced/surfaced/internal/pgtest"
 	"github.com/surfaced/surfaced/internal/testkit"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+// The tests run under pgtest.Main, which stops the shared PostgreSQL after
+// them; then every goroutine they started has ended.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(mainRun{m}) }
+
+type mainRun struct{ m *testing.M }
+
+func (r mainRun) Run() int { return pgtest.Main(r.m) }
 
 const token = "cluster-test-token-0123456789"
 

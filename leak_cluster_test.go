@@ -1,0 +1,24 @@
+//go:build !race
+
+package surfaced_test
+
+import "go.uber.org/goleak"
+
+// What the pinned protoactor cluster leaves running after a member shuts
+// down, in the in-process cluster tests (which are built without -race).
+func init() {
+	leakIgnores = append(leakIgnores,
+		// The gossiper's and the gossip actor's log throttles wait out their
+		// periods (60 s) on goroutines of their own, as the dead-letter one
+		// does.
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/cluster.(*Gossiper).StartGossiping.NewThrottle.func3.1"),
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/cluster.NewGossipActor.NewThrottleWithLogger.func2.1"),
+		// The library's in-memory test provider never stops its TTL loop.
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/cluster/clusterproviders/test.(*Provider).startTtlReport.func1"),
+		// remote's endpoint writer keeps the gRPC connection of every failed
+		// connect attempt to a member that is gone (it overwrites, never
+		// closes, the last one), and gRPC keeps reconnecting those.
+		goleak.IgnoreTopFunction("google.golang.org/grpc.(*addrConn).resetTransport"),
+		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+	)
+}
