@@ -59,9 +59,10 @@ proto-check:
 demo:
 	$(GO) run ./cmd/surfaced run ./examples/surface-demo-agent
 
+# Every fuzz target of the module, FUZZTIME each (.ci/run: 5s).
+FUZZTIME ?= 10s
 fuzz:
-	$(GO) test ./agentproc -run '^$$' -fuzz FuzzReader -fuzztime 60s
-	$(GO) test ./actors/session/internal/turn -run '^$$' -fuzz FuzzScanUpdate -fuzztime 60s
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz
 
 clean:
 	rm -rf bin
