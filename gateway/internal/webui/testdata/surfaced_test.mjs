@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const source = fs.readFileSync(path.join(here, "..", "static", "surfaced.js"), "utf8");
-const goldenPath = process.env.SURFACED_GOLDEN || path.join(here, "..", "..", "..", "actors", "surface", "testdata", "surface-op.golden.json");
+const goldenPath = process.env.SURFACED_GOLDEN || path.join(here, "..", "..", "..", "..", "actors", "surface", "testdata", "surface-op.golden.json");
 
 // load evaluates surfaced.js with window = globals and returns window.Surfaced.
 function load(globals = {}) {
