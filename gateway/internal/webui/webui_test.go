@@ -96,7 +96,7 @@ func runNode(t *testing.T, args ...string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, nodeOrSkip(t), args...)
-	golden, err := filepath.Abs(filepath.Join("..", "..", "actors", "surface", "testdata", "surface-op.golden.json"))
+	golden, err := filepath.Abs(filepath.Join("..", "..", "..", "actors", "surface", "testdata", "surface-op.golden.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
