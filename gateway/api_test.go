@@ -470,10 +470,10 @@ func TestSlowConsumerCutWhenTheWriteStalls(t *testing.T) {
 	// The frames fill the stalled client's socket buffers well inside the
 	// age bound; then nothing more comes.
 	slow := stalledBehindFastClient(t, d)
-	daemon.Eventually(t, 15*time.Second, "the cut counted", func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		_, out := d.JSON("GET", "/metrics", nil)
 		return strings.Contains(out["_raw"].(string), `surfaced_slow_consumer_cuts_total{kind="sse"} 1`)
-	})
+	}, "the cut counted")
 	rest := slow.ReadAll(t, 30*time.Second)
 	if !strings.Contains(rest, "event: end\ndata: {\"reason\":\"slow_consumer\"}") {
 		t.Fatalf("the stalled client was not told end{slow_consumer}; tail: %q", tail(rest, 300))

@@ -36,11 +36,11 @@ func TestActorsListsEveryActorOfASession(t *testing.T) {
 	d := dev(t, 0)
 	id := d.Create(nil)
 	var rep inspect.Report
-	daemon.Eventually(t, 10*time.Second, "session, surface and agentproc actors", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		rep = d.Actors("?session=" + id)
 		return daemon.Find(rep, "session", "") != nil && daemon.Find(rep, "surface", daemon.SlowDomainName) != nil &&
 			daemon.Find(rep, "agentproc", "") != nil
-	})
+	}, "session, surface and agentproc actors")
 	if rep.Node != "test-node" {
 		t.Fatalf("node: %q", rep.Node)
 	}
@@ -79,13 +79,13 @@ func TestActorsListsEveryActorOfASession(t *testing.T) {
 
 	// A browser stream adds its gateway actor; closing it removes it.
 	sse := testkit.OpenSSE(t, d.URL+"/api/sessions/"+id+"/events", d.Auth())
-	daemon.Eventually(t, 5*time.Second, "the sse actor", func() bool {
+	testkit.Eventually(t, 5*time.Second, func() bool {
 		return daemon.Find(d.Actors("?kind=sse&session="+id), "sse", "") != nil
-	})
+	}, "the sse actor")
 	sse.Close()
-	daemon.Eventually(t, 5*time.Second, "the sse actor gone", func() bool {
+	testkit.Eventually(t, 5*time.Second, func() bool {
 		return len(d.Actors("?kind=sse&session="+id).Actors) == 0
-	})
+	}, "the sse actor gone")
 }
 
 func sortedKeys(m map[string]any) []string {
@@ -102,15 +102,15 @@ func sortedKeys(m map[string]any) []string {
 func TestSlowDomainFloodShowsDepthAndEntriesGoAtEnd(t *testing.T) {
 	d := dev(t, 0)
 	id := d.Create(nil)
-	daemon.Eventually(t, 10*time.Second, "the slow domain", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return daemon.Find(d.Actors("?session="+id), "surface", daemon.SlowDomainName) != nil
-	})
+	}, "the slow domain")
 	const n = 60
 	wait := d.Flood(id, n)
 
 	var deepest inspect.Actor
 	var busy *inspect.Actor // a snapshot that caught a command running
-	daemon.Eventually(t, 10*time.Second, "depth ≥ 10 on the slow domain, handling a command", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		rep := d.Actors("?kind=surface&sort=depth&session=" + id)
 		a := daemon.Find(rep, "surface", daemon.SlowDomainName)
 		if a == nil {
@@ -126,7 +126,7 @@ func TestSlowDomainFloodShowsDepthAndEntriesGoAtEnd(t *testing.T) {
 			busy = a
 		}
 		return deepest.Depth >= 10 && busy != nil
-	})
+	}, "depth ≥ 10 on the slow domain, handling a command")
 	if busy.Current != "*surfacedv1.RunCommand" || busy.CurrentForMS == nil {
 		t.Errorf("a flooded domain is handling a command: %+v", busy)
 	}
@@ -163,9 +163,9 @@ func TestSlowDomainFloodShowsDepthAndEntriesGoAtEnd(t *testing.T) {
 		t.Fatalf("delete: %d %s", st, raw)
 	}
 	// Domain and agent stop at once; the ended session's actor after its linger.
-	daemon.Eventually(t, 5*time.Second, "every entry of the session gone", func() bool {
+	testkit.Eventually(t, 5*time.Second, func() bool {
 		return len(d.Actors("?session="+id).Actors) == 0
-	})
+	}, "every entry of the session gone")
 }
 
 func TestStreamSendsSnapshotsAndEndsOnShutdown(t *testing.T) {
@@ -340,9 +340,9 @@ func TestWithoutDevEverythingIs404(t *testing.T) {
 func TestMetricsPerKindAreExported(t *testing.T) {
 	d := dev(t, 0)
 	id := d.Create(nil)
-	daemon.Eventually(t, 10*time.Second, "the slow domain", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return daemon.Find(d.Actors("?session="+id), "surface", daemon.SlowDomainName) != nil
-	})
+	}, "the slow domain")
 	if ok := d.Flood(id, 5)(); ok != 5 {
 		t.Fatalf("%d of 5 commands", ok)
 	}

@@ -250,10 +250,10 @@ func (d *Daemon) Restore() {
 	d.t.Helper()
 	var ln net.Listener
 	var err error
-	Eventually(d.t, 5*time.Second, "the address free again", func() bool {
+	testkit.Eventually(d.t, 5*time.Second, func() bool {
 		ln, err = net.Listen("tcp", d.Addr)
 		return err == nil
-	})
+	}, "the address free again")
 	d.serve(ln)
 }
 
