@@ -26,6 +26,7 @@ import (
 
 	"github.com/surfaced/surfaced/actors/session"
 	"github.com/surfaced/surfaced/actors/surface"
+	"github.com/surfaced/surfaced/agentproc"
 	"github.com/surfaced/surfaced/metrics"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
@@ -77,6 +78,10 @@ type Config struct {
 	// sessions are grains placed by the cluster and fenced by leases in the
 	// (shared) store, which must implement store.Leaser.
 	Cluster *ClusterConfig
+	// AgentTap, when set, gives every agent process a tap that sees its
+	// lines both ways, its stderr and its exit: for tools that study an
+	// agent (surfaced agent check). The daemon runs without one.
+	AgentTap func(sessionID string) agentproc.Tap
 }
 
 // Runtime hosts sessions.
@@ -163,6 +168,7 @@ func New(cfg Config) (*Runtime, error) {
 		Limits:      cfg.Limits,
 		Props:       cfg.Props,
 		Publish:     r.Publish,
+		AgentTap:    cfg.AgentTap,
 		Activated:   r.activated,
 		Deactivated: r.deactivated,
 	}

@@ -71,6 +71,21 @@ type Spec struct {
 	// than 64 KiB arrives in pieces), for the session log. It is called from the stderr goroutine.
 	Stderr func(line string)
 	Logger *slog.Logger // optional; nil discards
+	// Tap, when set, sees the process from the side (see Tap).
+	Tap Tap
+}
+
+// Tap observes an agent process from the side: every record written to its stdin, every record read
+// from its stdout, every stderr line and its exit. The daemon runs without one; tools that study an
+// agent (surfaced agent check) use it to say what the agent did. Sent is called by Process.Write,
+// Received and Exited on the stdout reader goroutine (Received before the record is decoded or handed
+// to the Handler, Exited before Handler.Exited), Stderr on the stderr reader goroutine. The methods
+// must return quickly and must not keep line.
+type Tap interface {
+	Sent(line []byte)     // a record queued for stdin, without its '\n'
+	Received(line []byte) // a stdout record as read; invalid ones included, records over the cap not
+	Stderr(line string)   // a stderr line, as Spec.Stderr gets it
+	Exited(st ExitStatus) // once, after the last Received
 }
 
 // Diagnostic describes a stdout line that was dropped because it is not a protocol line.
@@ -116,6 +131,7 @@ type Process struct {
 	maxLine   int
 	killAfter time.Duration
 	stderrCB  func(string)
+	tap       Tap
 
 	stdin  *os.File
 	stdout *childPipe
@@ -222,6 +238,7 @@ func Start(spec Spec, h Handler) (*Process, error) {
 		maxLine:   spec.MaxLine,
 		killAfter: spec.KillAfter,
 		stderrCB:  spec.Stderr,
+		tap:       spec.Tap,
 		stdin:     stdinW,
 		stdout:    &childPipe{f: stdoutR},
 		stderr:    &childPipe{f: stderrR},
@@ -281,6 +298,9 @@ func (p *Process) Write(line []byte) error {
 		queued := p.wqBytes
 		p.wmu.Unlock()
 		return fmt.Errorf("%w (%d bytes waiting, record of %d bytes)", ErrWriteQueueFull, queued, len(line)+1)
+	}
+	if p.tap != nil {
+		p.tap.Sent(line)
 	}
 	n := len(line) + 1
 	if k := len(p.wq); k > 0 && cap(p.wq[k-1])-len(p.wq[k-1]) >= n {
@@ -394,6 +414,9 @@ func (p *Process) readStdout(done chan<- struct{}) {
 			}
 			return
 		}
+		if p.tap != nil {
+			p.tap.Received(line)
+		}
 		env, err := DecodeEnvelope(line)
 		if err != nil {
 			il := err.(*InvalidLineError)
@@ -435,7 +458,7 @@ func (p *Process) readStderr(done chan<- struct{}) {
 		n, err := p.stderr.Read(buf)
 		if n > 0 {
 			p.ring.Write(buf[:n])
-			if p.stderrCB != nil {
+			if p.stderrCB != nil || p.tap != nil {
 				partial = p.stderrLines(partial, buf[:n])
 			}
 		}
@@ -475,7 +498,13 @@ func (p *Process) emitStderr(line []byte) {
 	if n := len(line); n > 0 && line[n-1] == '\r' {
 		line = line[:n-1]
 	}
-	p.stderrCB(string(line))
+	text := string(line)
+	if p.stderrCB != nil {
+		p.stderrCB(text)
+	}
+	if p.tap != nil {
+		p.tap.Stderr(text)
+	}
 }
 
 // watch waits for the child, cleans up after it and reports its exit.
@@ -505,6 +534,9 @@ func (p *Process) watch(readerDone, stderrDone <-chan struct{}) {
 	}
 	st.StderrTail = stderrTail(p.ring)
 	p.log.Debug("agent exited", "code", st.Code, "signal", st.Signal, "err", st.Err)
+	if p.tap != nil {
+		p.tap.Exited(st)
+	}
 	p.h.Exited(st)
 	close(p.done)
 }

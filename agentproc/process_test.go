@@ -344,6 +344,88 @@ func TestProcessInvalidLines(t *testing.T) {
 	}
 }
 
+// tapRecorder is a Tap that records what it sees, in order.
+type tapRecorder struct {
+	mu     sync.Mutex
+	seen   []string
+	exited chan ExitStatus
+}
+
+func (r *tapRecorder) add(s string) {
+	r.mu.Lock()
+	r.seen = append(r.seen, s)
+	r.mu.Unlock()
+}
+func (r *tapRecorder) Sent(line []byte)     { r.add("sent " + string(line)) }
+func (r *tapRecorder) Received(line []byte) { r.add("received " + string(line)) }
+func (r *tapRecorder) Stderr(line string)   { r.add("stderr " + line) }
+func (r *tapRecorder) Exited(st ExitStatus) {
+	r.add(fmt.Sprintf("exited %d", st.Code))
+	r.exited <- st
+}
+
+func TestProcessTap(t *testing.T) {
+	tap := &tapRecorder{exited: make(chan ExitStatus, 1)}
+	r := newRecorder()
+	// The agent echoes one line, writes an invalid one and a line over the
+	// cap, says something on stderr, and exits 5 when it is closed.
+	p := start(t, Spec{
+		Argv:    sh(`trap 'exit 5' TERM; echo oops >&2; read l; echo "$l"; echo 'not json'; echo '{"type":"` + strings.Repeat("x", 80) + `"}'; read l; exit 5`),
+		MaxLine: 64,
+		Tap:     tap,
+	}, r)
+	if err := p.Write([]byte(`{"type":"ping"}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	r.waitLines(t, 1)
+	// Both dropped lines have been read (the invalid one and the one over the cap).
+	deadline := time.After(waitLimit)
+	for invalid := 0; invalid < 2; {
+		invalid = 0
+		for _, e := range r.snapshot() {
+			if e.kind == "invalid" {
+				invalid++
+			}
+		}
+		if invalid < 2 {
+			select {
+			case <-r.poke:
+			case <-deadline:
+				t.Fatalf("events: %+v", r.snapshot())
+			}
+		}
+	}
+	p.Close()
+	st := waitExit(t, p, r)
+	if st.Code != 5 {
+		t.Fatalf("exit %+v, want code 5", st)
+	}
+	select {
+	case <-tap.exited:
+	default:
+		t.Fatal("Tap.Exited was not called before Handler.Exited")
+	}
+	tap.mu.Lock()
+	defer tap.mu.Unlock()
+	// stderr runs on its own goroutine: compare it apart from the ordered stdin/stdout lines.
+	var ordered []string
+	var stderr []string
+	for _, s := range tap.seen {
+		if strings.HasPrefix(s, "stderr ") {
+			stderr = append(stderr, s)
+		} else {
+			ordered = append(ordered, s)
+		}
+	}
+	want := []string{`sent {"type":"ping"}`, `received {"type":"ping"}`, "received not json", "exited 5"}
+	if fmt.Sprint(ordered) != fmt.Sprint(want) {
+		t.Fatalf("tap saw\n%q\nwant\n%q", ordered, want)
+	}
+	if fmt.Sprint(stderr) != fmt.Sprint([]string{"stderr oops"}) {
+		t.Fatalf("tap stderr %q", stderr)
+	}
+}
+
 func TestProcessExitStatus(t *testing.T) {
 	cases := []struct {
 		script string

@@ -88,6 +88,9 @@ func (s *sessionActor) startAgent(ctx actor.Context) {
 		},
 		Logger: s.deps.Logger,
 	}
+	if s.deps.AgentTap != nil {
+		cfg.Spec.Tap = s.deps.AgentTap(s.rec.ID)
+	}
 	props := agentactor.Props(cfg, s.deps.props("agentproc", s.rec.ID, "")...)
 	pid, err := ctx.SpawnNamed(props, "agent-"+strconv.FormatUint(uint64(a.incarnation), 10))
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/surfaced/surfaced/actors/session/internal/framelog"
 	"github.com/surfaced/surfaced/actors/surface"
+	proc "github.com/surfaced/surfaced/agentproc"
 	"github.com/surfaced/surfaced/internal/clock"
 	"github.com/surfaced/surfaced/metrics"
 	"github.com/surfaced/surfaced/store"
@@ -92,6 +93,9 @@ type Deps struct {
 	Props func(kind, sessionID, domain string) []actor.PropsOption
 	// Publish puts an event on the daemon's event bus (optional).
 	Publish func(event any)
+	// AgentTap, when set, gives each agent process a session starts a tap
+	// that sees its lines both ways, its stderr and its exit (nil: none).
+	AgentTap func(sessionID string) proc.Tap
 
 	// Leaser, when set (a cluster), fences the session: an activation takes
 	// the session's lease before it writes anything and writes under its
