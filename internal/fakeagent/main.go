@@ -6,6 +6,7 @@
 //
 //	crash      exit 3 in the middle of the turn
 //	slow       40 text deltas 25 ms apart (abortable)
+//	hang...    (at the start) one text delta, then nothing until the turn is aborted
 //	tool       call surface_command demo increment from a tool, report the result
 //	toolfail   a tool call that fails with the code disk_full
 //	tools N    N concurrent surface_command demo increment
@@ -18,7 +19,15 @@
 //	anything else: reply "echo: <prompt>"
 //
 // Commands of every declared domain (state {count, log}): increment, echo
-// {text}, fill {text} (log = [text]), sleep {ms}, crash (exits 4), fail (an error with code "nope").
+// {text}, fill {text} (log = [text]), sleep {ms}, crash (exits 4), fail (an
+// error with code "nope"), badresult (a result without "ok").
+//
+// Misbehaviour flags, for the tests of surfaced agent check: -protocol (what
+// agent_ready announces), -bad-line (a line that is not JSON before
+// agent_ready), -no-agent-start (turns without agent_start), -ignore-abort
+// (abort is answered and ignored), -ignore-term (SIGTERM and the end of stdin are
+// ignored), -surfaces-once FILE (domains are declared only by the first
+// process, which creates FILE: a restarted agent declares none).
 package main
 
 import (
@@ -27,8 +36,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -37,6 +48,13 @@ var (
 	surfaces = flag.String("surfaces", "demo", "comma-separated agent-hosted domains")
 	dup      = flag.Bool("dup", false, "declare the first domain twice")
 	readyAt  = flag.Duration("ready-delay", 0, "wait before agent_ready")
+
+	protocol     = flag.String("protocol", "surfaced/1", "the protocol agent_ready announces")
+	badLine      = flag.Bool("bad-line", false, "write a line that is not JSON before agent_ready")
+	noAgentStart = flag.Bool("no-agent-start", false, "turns do not write agent_start")
+	ignoreAbort  = flag.Bool("ignore-abort", false, "answer abort and go on with the turn")
+	ignoreTerm   = flag.Bool("ignore-term", false, "ignore SIGTERM and the end of stdin")
+	surfacesOnce = flag.String("surfaces-once", "", "declare domains only if this file does not exist yet (and create it)")
 
 	outMu sync.Mutex
 	out   = bufio.NewWriter(os.Stdout)
@@ -78,22 +96,37 @@ func main() {
 		fmt.Fprintln(os.Stderr, "fakeagent: exiting early on purpose")
 		os.Exit(2)
 	}
+	deaf := make(chan os.Signal, 1)
+	if *ignoreTerm {
+		signal.Notify(deaf, syscall.SIGTERM)
+	}
+	if *badLine {
+		writeRaw("fakeagent starting (not JSON)")
+	}
 	if *mode == "surfaced" {
 		if *readyAt > 0 {
 			time.Sleep(*readyAt)
 		}
-		var decls []map[string]any
-		for _, d := range strings.Split(*surfaces, ",") {
+		domains := strings.Split(*surfaces, ",")
+		if *surfacesOnce != "" {
+			if _, err := os.Stat(*surfacesOnce); err == nil {
+				domains = nil
+			} else if err := os.WriteFile(*surfacesOnce, nil, 0o644); err != nil {
+				fmt.Fprintln(os.Stderr, "fakeagent:", err)
+			}
+		}
+		decls := []map[string]any{}
+		for _, d := range domains {
 			if d == "" {
 				continue
 			}
-			decls = append(decls, map[string]any{"domain": d, "commands": []string{"increment", "echo", "fill", "sleep", "crash", "fail"},
+			decls = append(decls, map[string]any{"domain": d, "commands": []string{"increment", "echo", "fill", "sleep", "crash", "fail", "badresult"},
 				"initialState": map[string]any{"count": 0, "log": []string{}}})
 		}
 		if *dup && len(decls) > 0 {
 			decls = append(decls, decls[0])
 		}
-		write(map[string]any{"type": "agent_ready", "protocol": "surfaced/1", "name": "fake", "surfaces": decls})
+		write(map[string]any{"type": "agent_ready", "protocol": *protocol, "name": "fake", "surfaces": decls})
 	}
 	r := bufio.NewReaderSize(os.Stdin, 1<<20)
 	for {
@@ -102,6 +135,10 @@ func main() {
 			handle(raw)
 		}
 		if err != nil {
+			if *ignoreTerm {
+				for range deaf { // deaf to SIGTERM and the end of stdin: only SIGKILL stops it
+				}
+			}
 			return
 		}
 	}
@@ -139,7 +176,7 @@ func handle(raw []byte) {
 		go turn(l.str("message"), stop)
 	case "abort":
 		mu.Lock()
-		if turnStop != nil {
+		if turnStop != nil && !*ignoreAbort {
 			select {
 			case <-turnStop:
 			default:
@@ -205,6 +242,8 @@ func dispatch(l line) {
 		os.Exit(4)
 	case "fail":
 		res["result"] = map[string]any{"ok": false, "error": map[string]string{"code": "nope", "message": "failed on purpose"}}
+	case "badresult":
+		res["result"] = map[string]any{"done": true}
 	default:
 		res["result"] = map[string]any{"ok": false, "error": map[string]string{"code": "unknown_action", "message": "no such action"}}
 	}
@@ -236,7 +275,9 @@ func idle() {
 }
 
 func turn(msg string, stop chan struct{}) {
-	write(map[string]any{"type": "agent_start"})
+	if !*noAgentStart {
+		write(map[string]any{"type": "agent_start"})
+	}
 	write(map[string]any{"type": "turn_start"})
 	write(map[string]any{"type": "message_start", "message": map[string]any{"role": "assistant", "content": []any{}}})
 	reply := "echo: " + msg
@@ -298,6 +339,14 @@ func turn(msg string, stop chan struct{}) {
 		}
 	case strings.Contains(lower, "fail"):
 		stopReason, errMsg, reply = "error", "the model failed on purpose", ""
+	}
+	if strings.HasPrefix(lower, "hang") {
+		write(map[string]any{"type": "message_update", "assistantMessageEvent": map[string]any{"type": "text_delta", "contentIndex": 0, "delta": "thinking it over"}})
+		<-stop
+		write(map[string]any{"type": "message_end", "message": map[string]any{"role": "assistant", "content": []any{}, "stopReason": "aborted"}})
+		idle()
+		write(map[string]any{"type": "agent_end", "messages": []any{map[string]any{"role": "assistant", "stopReason": "aborted"}}})
+		return
 	}
 	if strings.Contains(lower, "slow") {
 		for i := 0; i < 40; i++ {
