@@ -1,0 +1,23 @@
+package testkit
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// Python3 returns the path of python3 for the tests of the Python example
+// agent. Without one the test is skipped, except on CI (CI set), where the
+// setup installs it and its absence is a failure.
+func Python3(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("python3")
+	if err == nil {
+		return p
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("python3 is required on CI (apt-get install python3): %v", err)
+	}
+	t.Skipf("python3 not found; the Python example agent is not tested (install Debian's python3 to run it): %v", err)
+	return ""
+}
