@@ -64,9 +64,12 @@ prints the URL to open (it carries a per-launch token).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// A flag that does not parse is a usage error, as everywhere: exit 2.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: 2, err: err} })
 	root.AddCommand(runCmd(), serveCmd(), versionCmd())
 	root.AddCommand(inspectCmd())
 	root.AddCommand(acpCmd())
+	root.AddCommand(agentCmd())
 	return root
 }
 
