@@ -142,7 +142,7 @@ func TestBrokenAgents(t *testing.T) {
 			step: "start", steps: "start=FAIL prompt=skip restart=skip",
 			want: Problem{What: "The agent did not become ready within 500ms.",
 				Expected: `agent_ready as its first line (a surfaced/1 agent), or an answer to get_commands with "success": true (a plain pi agent)`,
-				Came:     "nothing on stdout"},
+				Came:     "nothing on stdout, nor on stderr (if the agent is only slow to start, give it longer: --ready-timeout)"},
 		},
 		{
 			name: "exits early", agent: fake("-mode", "exit-early"),

@@ -65,11 +65,15 @@ func (c *checker) awaitReady(ctx context.Context, s *Step, from int, began time.
 	}
 	switch st.GetCode() {
 	case "ready_timeout":
+		came, stderrLine := stdout(es, inc), lastStderr(es, inc)
+		if came == "nothing on stdout" && stderrLine == "" {
+			came = "nothing on stdout, nor on stderr (if the agent is only slow to start, give it longer: --ready-timeout)"
+		}
 		c.fail(s, Problem{
 			What:     fmt.Sprintf("The agent did not become ready within %s.", c.o.ReadyTimeout),
 			Expected: `agent_ready as its first line (a surfaced/1 agent), or an answer to get_commands with "success": true (a plain pi agent)`,
-			Came:     stdout(es, inc),
-			Stderr:   lastStderr(es, inc),
+			Came:     came,
+			Stderr:   stderrLine,
 		})
 	case "exit_before_ready":
 		how := "it exited"
