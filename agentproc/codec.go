@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 )
 
-// Framing of the agent protocol (spec/agent-protocol.md "Framing"): one JSON object per line, split
+// Framing of the agent protocol (docs/agent-protocol.md, "Framing"): one JSON object per line, split
 // on '\n' only.
 
 // DefaultMaxLine is the default hard cap on the length of one record, in bytes, not counting its

@@ -5,7 +5,7 @@ import "encoding/json"
 // Protocol is the surface extension's protocol name, announced in agent_ready.
 const Protocol = "surfaced/1"
 
-// Line types of the surface extension (spec/agent-protocol.md).
+// Line types of the surface extension (docs/agent-protocol.md).
 const (
 	TypeAgentReady            = "agent_ready"
 	TypeSurfaceCommand        = "surface_command"

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// The result normalization table of spec/agent-protocol.md, for agent-hosted
+// The result normalization of docs/agent-protocol.md ("Surface domains"), for agent-hosted
 // results (as an agent sends them) and native handlers (as Go returns them).
 func TestNormalizeAgentResult(t *testing.T) {
 	for _, tc := range []struct {

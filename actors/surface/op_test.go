@@ -55,7 +55,7 @@ func TestRenderOpGolden(t *testing.T) {
 }
 
 func TestRenderOpSpecExample(t *testing.T) {
-	// The example written in spec/agent-protocol.md, independent of the golden file.
+	// The example written in docs/agent-protocol.md, independent of the golden file.
 	if got, want := RenderOp(Op{Title: "T", Tool: "x"}), "T\n\n```surface-op\ntool: x\n```"; got != want {
 		t.Fatalf("RenderOp = %q, want %q", got, want)
 	}

@@ -1,6 +1,6 @@
 // Package agentkit writes surfaced/1 agents in Go: programs that the surfaced
 // daemon runs as a subprocess and talks to in JSONL on stdin/stdout
-// (spec/agent-protocol.md). It covers both halves of the protocol:
+// (docs/agent-protocol.md describes it). It covers both halves of the protocol:
 //
 //   - pi's RPC mode, the base protocol: prompt, abort, get_state,
 //     get_messages, get_commands, steer/follow_up, extension UI dialogs, and
@@ -27,8 +27,8 @@
 // An agent-hosted domain's state lives in the daemon's domain actor. Each
 // surface_dispatch carries the current state; agentkit decodes it into the
 // surface's state type, runs the command, and sends back the result and, if
-// the command called SetState, the new state. Results are normalized as the
-// spec's "Command results" says: an unknown action is unknown_action, an
+// the command called SetState, the new state. Results are normalized as
+// docs/agent-protocol.md says ("Errors and reserved codes"): an unknown action is unknown_action, an
 // *Error keeps its code, any other error or a panic is dispatch_failed, args
 // that do not fit a Typed command are invalid_args, an unknown domain is
 // surface_not_registered. A failed command changes no state.

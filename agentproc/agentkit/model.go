@@ -125,7 +125,7 @@ type Delta struct {
 	Reason StopReason
 }
 
-// Environment variables read by ModelFromEnv (spec/agent-protocol.md).
+// Environment variables read by ModelFromEnv (docs/agent-protocol.md, "Environment").
 const (
 	EnvLLMBaseURL = "SURFACED_LLM_BASE_URL"
 	EnvLLMModel   = "SURFACED_LLM_MODEL"

@@ -135,8 +135,8 @@ func (h *surfaceHostOf[S]) decl() agentproc.SurfaceDecl {
 	return agentproc.SurfaceDecl{Domain: h.s.Domain, Commands: cmds, InitialState: h.initial}
 }
 
-// dispatch runs one command and normalizes its outcome as spec "Command
-// results" says. The returned state is nil unless the command succeeded and
+// dispatch runs one command and normalizes its outcome as docs/agent-protocol.md
+// says ("Errors and reserved codes"). The returned state is nil unless the command succeeded and
 // called SetState.
 func (h *surfaceHostOf[S]) dispatch(ctx context.Context, log *slog.Logger, d *agentproc.SurfaceDispatch) (res agentproc.Result, state json.RawMessage) {
 	if d.Action == agentproc.SurfaceKey(h.s.Domain) {

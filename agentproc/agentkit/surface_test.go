@@ -61,7 +61,8 @@ func normSurface() Surface[normState] {
 	}
 }
 
-// TestDispatchNormalization covers every row of spec "Command results" as
+// TestDispatchNormalization covers every row of "Errors and reserved codes" and
+// "Surface domains" in docs/agent-protocol.md as
 // seen on the wire: a surface_dispatch in, a surface_dispatch_result out.
 func TestDispatchNormalization(t *testing.T) {
 	a, logs := newTestAgent(Options{})

@@ -12,7 +12,7 @@ import (
 	"github.com/surfaced/surfaced/agentproc"
 )
 
-// DefaultMaxLineBytes is the default hard cap on one input line (spec: 16 MiB).
+// DefaultMaxLineBytes is the default hard cap on one input line (the daemon's line cap, 16 MiB).
 const DefaultMaxLineBytes = agentproc.DefaultMaxLine
 
 // lineTooLongError reports an input line longer than the cap. The line has

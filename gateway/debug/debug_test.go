@@ -49,7 +49,7 @@ func TestActorsListsEveryActorOfASession(t *testing.T) {
 		t.Fatalf("surface entry: %+v", s)
 	}
 
-	// The exact JSON shape of the spec.
+	// The exact JSON shape docs/inspector.md gives.
 	_, raw := d.Do("GET", "/debug/actors?session="+id, nil)
 	var generic map[string]any
 	if err := json.Unmarshal(raw, &generic); err != nil {

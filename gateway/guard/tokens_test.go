@@ -20,7 +20,7 @@ const (
 	carolToken = "carol-token-cccccccccccccccccccc"
 )
 
-// revocationBound is the contract: a removed token's streams close within 1 s.
+// revocationBound is what docs/http-api.md promises: a removed token's streams close within 1 s.
 const revocationBound = time.Second
 
 func whoami(t *testing.T, s *server, token string) (int, Identity) {
@@ -96,7 +96,7 @@ func TestTokensFileReloadAddsAndRevokes(t *testing.T) {
 		t.Fatal("bob's context was never cancelled")
 	}
 	if took := time.Since(began); took > revocationBound {
-		t.Errorf("revocation took %v, the contract is %v", took, revocationBound)
+		t.Errorf("revocation took %v, the promise is %v", took, revocationBound)
 	}
 	if cause := context.Cause(bobCtx); !errors.Is(cause, ErrRevoked) {
 		t.Errorf("cause = %v, want ErrRevoked", cause)
@@ -167,7 +167,7 @@ func TestRevocationClosesSSEStream(t *testing.T) {
 		t.Errorf("stream ended without the revoked frame: %q", rest)
 	}
 	if took > revocationBound {
-		t.Errorf("the stream closed %v after the revocation; the contract is %v", took, revocationBound)
+		t.Errorf("the stream closed %v after the revocation; the promise is %v", took, revocationBound)
 	}
 }
 

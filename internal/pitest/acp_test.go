@@ -20,7 +20,7 @@ import (
 
 // The real pi through ACP (Streamable HTTP at /acp), and through the browser
 // gateway at the same time. The client below speaks the transport raw, as
-// spec/acp.md describes it.
+// docs/acp.md describes it.
 
 type acpClient struct {
 	d       *daemon
