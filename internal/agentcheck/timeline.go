@@ -10,7 +10,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/surfaced/surfaced/agentproc"
-	"github.com/surfaced/surfaced/internal/wire"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -175,10 +174,6 @@ func (t *timeline) subscriberProps() *actor.Props {
 }
 
 // Matchers of entries.
-
-func isFrameKind(kind string) func(entry) bool {
-	return func(e entry) bool { return e.kind == frame && wire.Kind(e.event) == kind }
-}
 
 func isStatus(statuses ...string) func(entry) bool {
 	return func(e entry) bool {
