@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -46,7 +47,9 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := newAgent(agentkit.ModelFromEnv(), log).Run(ctx, os.Stdin, os.Stdout); err != nil {
+	// SIGTERM is how the daemon stops an agent (with its stdin closed): a
+	// normal end, exit 0.
+	if err := newAgent(agentkit.ModelFromEnv(), log).Run(ctx, os.Stdin, os.Stdout); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("hello-agent stopped", "err", err)
 		os.Exit(1)
 	}
