@@ -100,6 +100,13 @@ func TestExamplesPass(t *testing.T) {
 			if a := rep.Step("abort"); a.Outcome == Passed && !strings.Contains(a.Summary, "(cancelled)") {
 				t.Errorf("abort: %s", a.Summary)
 			}
+			// Stopped as the daemon stops it, an example exits cleanly.
+			if r := rep.Step("restart"); len(r.Notes) > 0 {
+				t.Errorf("restart notes: %q", r.Notes)
+			}
+			if p := rep.Step("prompt"); !strings.Contains(p.Seen, "agent_start") || !strings.Contains(p.Seen, "agent_end") {
+				t.Errorf("prompt seen: %s", p.Seen)
+			}
 		})
 	}
 }

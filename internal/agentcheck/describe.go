@@ -97,8 +97,9 @@ func stdout(es []entry, inc int) string {
 	switch {
 	case n == 0:
 		return "nothing on stdout"
-	case len(items) > 12:
-		items = append(items[:12], "…")
+	case len(items) > 16:
+		// The start and the end say the most: what came first, and where it stopped.
+		items = append(append(items[:10:10], "…"), items[len(items)-5:]...)
 	}
 	what := "lines"
 	if n == 1 {

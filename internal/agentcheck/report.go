@@ -49,7 +49,9 @@ type Step struct {
 	Outcome Outcome
 	// Summary says what happened, in one line (for a passed step, what was
 	// seen; for a skipped one, why).
-	Summary  string
+	Summary string
+	// Seen lists what the agent wrote during the step (a prompt's turn).
+	Seen     string
 	Problems []Problem
 	// Notes are things worth knowing that the daemon tolerates.
 	Notes []string
@@ -113,6 +115,7 @@ func (r *Report) Write(w io.Writer) error {
 			line += ": " + s.Summary
 		}
 		b.WriteString(line + "\n")
+		writeField(&b, "seen", s.Seen)
 		for _, p := range s.Problems {
 			writeField(&b, "problem", p.What)
 			writeField(&b, "  expected", p.Expected)

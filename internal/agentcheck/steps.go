@@ -446,6 +446,7 @@ func (c *checker) prompt(ctx context.Context) {
 		return
 	}
 	c.checkRun(s, after, inc, line, sentOK)
+	s.Seen = stdout(untilFinish(after), inc)
 	s.Summary = fmt.Sprintf("the turn ended (%s) in %s", t.stop, took(t.finished.Sub(began)))
 	if t.deltas > 0 {
 		s.Summary += fmt.Sprintf(": %s (%d text deltas)", quote(t.text.String(), 80), t.deltas)
@@ -597,6 +598,7 @@ func (c *checker) abort(ctx context.Context) {
 	if stop := lastAssistantStop(end.Messages); stop != "aborted" {
 		s.note("The agent's agent_end after the abort ends with stopReason %q; an aborted run's last assistant message says \"aborted\" (or the run had ended before the abort reached it).", stop)
 	}
+	s.Seen = stdout(untilFinish(entriesAfter(es, abortLine)), inc)
 	s.Summary = fmt.Sprintf("the turn ended (%s) %s after the abort", t.stop, took(t.finished.Sub(began)))
 }
 
@@ -715,4 +717,14 @@ func lastAssistantStop(msgs []agentproc.AgentMessage) string {
 		}
 	}
 	return ""
+}
+
+// untilFinish are the entries of es up to the first turn's finish frame.
+func untilFinish(es []entry) []entry {
+	for i, e := range es {
+		if e.kind == frame && e.event.GetChat().GetTurnFinish() != nil {
+			return es[:i]
+		}
+	}
+	return es
 }
