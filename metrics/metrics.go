@@ -14,7 +14,7 @@ import (
 type Metrics struct {
 	SessionsActive   prometheus.Gauge
 	SessionsCreated  prometheus.Counter
-	Clients          *prometheus.GaugeVec   // kind: sse, ws, acp
+	Clients          *prometheus.GaugeVec   // kind: sse, ws, acp, chat
 	Frames           *prometheus.CounterVec // kind of frame
 	Subscriptions    *prometheus.CounterVec // mode: fresh, resumed, resync
 	SlowConsumerCuts *prometheus.CounterVec // client kind
@@ -38,7 +38,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		Frames: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "surfaced_frames_total", Help: "Frames appended to session frame logs, by kind."}, []string{"kind"}),
 		Subscriptions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "surfaced_subscriptions_total", Help: "Stream subscriptions by how they began: fresh, resumed (Last-Event-ID replayed), resync."}, []string{"mode"}),
+			Name: "surfaced_subscriptions_total", Help: "Stream subscriptions by how they began: fresh, resumed (Last-Event-ID replayed), resync; live, turn (per-turn chat streams)."}, []string{"mode"}),
 		SlowConsumerCuts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "surfaced_slow_consumer_cuts_total", Help: "Clients disconnected because they fell too far behind."}, []string{"kind"}),
 		AgentRestarts: prometheus.NewCounter(prometheus.CounterOpts{

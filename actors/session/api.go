@@ -1,6 +1,9 @@
 package session
 
-import "github.com/surfaced/surfaced/store"
+import (
+	"github.com/surfaced/surfaced/actors/session/internal/hub"
+	"github.com/surfaced/surfaced/store"
+)
 
 // Session statuses.
 const (
@@ -10,6 +13,16 @@ const (
 	StatusEnded    = store.StatusEnded
 	// StatusIdle is stored (never streamed) for a session with no live agent.
 	StatusIdle = "idle"
+)
+
+// Modes of a subscription that does not resume a client's position
+// (pb.SubscribeFrom): SUBSCRIBE_FROM_NOW answers ModeLive,
+// SUBSCRIBE_FROM_TURN_START ModeTurn, or ModeIdle when no turn runs (then
+// nobody was subscribed).
+const (
+	ModeLive = hub.ModeLive
+	ModeTurn = hub.ModeTurn
+	ModeIdle = hub.ModeIdle
 )
 
 // Session-level error codes (the request was refused; not a command outcome).
@@ -31,4 +44,7 @@ const (
 	// CodeStoreUnavailable: the store could not take the write; nothing was
 	// applied (try again).
 	CodeStoreUnavailable = "store_unavailable"
+	// CodeTurnNotReplayable: a subscription from the running turn's start
+	// was asked for, but the replay window no longer holds that start.
+	CodeTurnNotReplayable = "turn_not_replayable"
 )

@@ -270,7 +270,26 @@ func (s *sessionActor) subscribe(ctx actor.Context, m *pb.Subscribe) {
 		ctx.Respond(&pb.SubscribeResult{Error: notFound()})
 		return
 	}
-	res := s.hub.Subscribe(ctx, hub.Subscriber{PID: pid, Kind: m.GetClientKind(), Subject: m.GetSubject()}, m.GetLastEventId())
+	sub := hub.Subscriber{PID: pid, Kind: m.GetClientKind(), Subject: m.GetSubject()}
+	var res *pb.SubscribeResult
+	switch m.GetFrom() {
+	case pb.SubscribeFrom_SUBSCRIBE_FROM_NOW:
+		res = s.hub.SubscribeNow(ctx, sub)
+	case pb.SubscribeFrom_SUBSCRIBE_FROM_TURN_START:
+		var ok bool
+		if res, ok = s.hub.SubscribeTurn(ctx, sub); !ok {
+			ctx.Respond(&pb.SubscribeResult{Error: pb.Err(CodeTurnNotReplayable, fmt.Sprintf(
+				"the running turn began before the session's replay window (the last %d frames, %d bytes): its chunks so far are gone; read the session's messages once it ends",
+				s.lim.ReplayFrames, s.lim.ReplayBytes))})
+			return
+		}
+		if res.GetMode() == hub.ModeIdle {
+			ctx.Respond(res)
+			return
+		}
+	default:
+		res = s.hub.Subscribe(ctx, sub, m.GetLastEventId())
+	}
 	s.deps.Metrics.Subscribed(res.GetMode())
 	ctx.Respond(res)
 	ctx.CancelReceiveTimeout()

@@ -81,6 +81,64 @@ func (PartKind) EnumDescriptor() ([]byte, []int) {
 	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{0}
 }
 
+// SubscribeFrom is where a subscription that does not resume a client's
+// position begins.
+type SubscribeFrom int32
+
+const (
+	// last_event_id decides: fresh (sticky state), resumed or resync.
+	SubscribeFrom_SUBSCRIBE_FROM_UNSPECIFIED SubscribeFrom = 0
+	// Nothing is replayed, not even the sticky state: the frames emitted from
+	// now on (mode "live").
+	SubscribeFrom_SUBSCRIBE_FROM_NOW SubscribeFrom = 1
+	// The running turn from its start frame, replayed from the window, then
+	// live (mode "turn"). When no turn runs the subscriber is not registered
+	// (mode "idle"); when the window no longer holds the turn's start the
+	// subscription is refused (turn_not_replayable).
+	SubscribeFrom_SUBSCRIBE_FROM_TURN_START SubscribeFrom = 2
+)
+
+// Enum value maps for SubscribeFrom.
+var (
+	SubscribeFrom_name = map[int32]string{
+		0: "SUBSCRIBE_FROM_UNSPECIFIED",
+		1: "SUBSCRIBE_FROM_NOW",
+		2: "SUBSCRIBE_FROM_TURN_START",
+	}
+	SubscribeFrom_value = map[string]int32{
+		"SUBSCRIBE_FROM_UNSPECIFIED": 0,
+		"SUBSCRIBE_FROM_NOW":         1,
+		"SUBSCRIBE_FROM_TURN_START":  2,
+	}
+)
+
+func (x SubscribeFrom) Enum() *SubscribeFrom {
+	p := new(SubscribeFrom)
+	*p = x
+	return p
+}
+
+func (x SubscribeFrom) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SubscribeFrom) Descriptor() protoreflect.EnumDescriptor {
+	return file_surfaced_v1_session_proto_enumTypes[1].Descriptor()
+}
+
+func (SubscribeFrom) Type() protoreflect.EnumType {
+	return &file_surfaced_v1_session_proto_enumTypes[1]
+}
+
+func (x SubscribeFrom) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SubscribeFrom.Descriptor instead.
+func (SubscribeFrom) EnumDescriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{1}
+}
+
 // Pid names an actor on any node (the protoactor PID without its request id).
 type Pid struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2093,9 +2151,12 @@ type Subscribe struct {
 	Subscriber *Pid                   `protobuf:"bytes,1,opt,name=subscriber,proto3" json:"subscriber,omitempty"`
 	// Last-Event-ID as the client sent it; empty for a fresh subscription.
 	LastEventId string `protobuf:"bytes,2,opt,name=last_event_id,json=lastEventId,proto3" json:"last_event_id,omitempty"`
-	// sse, ws, acp: for the inspector and metrics.
-	ClientKind    string `protobuf:"bytes,3,opt,name=client_kind,json=clientKind,proto3" json:"client_kind,omitempty"`
-	Subject       string `protobuf:"bytes,4,opt,name=subject,proto3" json:"subject,omitempty"`
+	// sse, ws, acp, chat: for the inspector and metrics.
+	ClientKind string `protobuf:"bytes,3,opt,name=client_kind,json=clientKind,proto3" json:"client_kind,omitempty"`
+	Subject    string `protobuf:"bytes,4,opt,name=subject,proto3" json:"subject,omitempty"`
+	// Where the subscription begins when it is not a client's position
+	// (a per-turn chat stream); last_event_id is then ignored.
+	From          SubscribeFrom `protobuf:"varint,5,opt,name=from,proto3,enum=surfaced.v1.SubscribeFrom" json:"from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2158,13 +2219,21 @@ func (x *Subscribe) GetSubject() string {
 	return ""
 }
 
+func (x *Subscribe) GetFrom() SubscribeFrom {
+	if x != nil {
+		return x.From
+	}
+	return SubscribeFrom_SUBSCRIBE_FROM_UNSPECIFIED
+}
+
 type SubscribeResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Ok    bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
 	Error *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
 	Epoch string                 `protobuf:"bytes,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	Head  uint64                 `protobuf:"varint,4,opt,name=head,proto3" json:"head,omitempty"`
-	// How the subscription began: fresh, resumed, or resync.
+	// How the subscription began: fresh, resumed, resync; live, turn or idle
+	// (see SubscribeFrom).
 	Mode          string `protobuf:"bytes,5,opt,name=mode,proto3" json:"mode,omitempty"`
 	Replayed      uint32 `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -4631,7 +4700,7 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\vstop_reason\x18\x03 \x01(\tR\n" +
 	"stopReason\"!\n" +
 	"\vAgentNotice\x12\x12\n" +
-	"\x04line\x18\x01 \x01(\fR\x04line\"\x9c\x01\n" +
+	"\x04line\x18\x01 \x01(\fR\x04line\"\xcc\x01\n" +
 	"\tSubscribe\x120\n" +
 	"\n" +
 	"subscriber\x18\x01 \x01(\v2\x10.surfaced.v1.PidR\n" +
@@ -4639,7 +4708,8 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\rlast_event_id\x18\x02 \x01(\tR\vlastEventId\x12\x1f\n" +
 	"\vclient_kind\x18\x03 \x01(\tR\n" +
 	"clientKind\x12\x18\n" +
-	"\asubject\x18\x04 \x01(\tR\asubject\"\xa5\x01\n" +
+	"\asubject\x18\x04 \x01(\tR\asubject\x12.\n" +
+	"\x04from\x18\x05 \x01(\x0e2\x1a.surfaced.v1.SubscribeFromR\x04from\"\xa5\x01\n" +
 	"\x0fSubscribeResult\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12(\n" +
 	"\x05error\x18\x02 \x01(\v2\x12.surfaced.v1.ErrorR\x05error\x12\x14\n" +
@@ -4822,7 +4892,11 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\bPartKind\x12\x19\n" +
 	"\x15PART_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0ePART_KIND_TEXT\x10\x01\x12\x17\n" +
-	"\x13PART_KIND_REASONING\x10\x02B;Z9github.com/surfaced/surfaced/proto/surfaced/v1;surfacedv1b\x06proto3"
+	"\x13PART_KIND_REASONING\x10\x02*f\n" +
+	"\rSubscribeFrom\x12\x1e\n" +
+	"\x1aSUBSCRIBE_FROM_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12SUBSCRIBE_FROM_NOW\x10\x01\x12\x1d\n" +
+	"\x19SUBSCRIBE_FROM_TURN_START\x10\x02B;Z9github.com/surfaced/surfaced/proto/surfaced/v1;surfacedv1b\x06proto3"
 
 var (
 	file_surfaced_v1_session_proto_rawDescOnce sync.Once
@@ -4836,142 +4910,144 @@ func file_surfaced_v1_session_proto_rawDescGZIP() []byte {
 	return file_surfaced_v1_session_proto_rawDescData
 }
 
-var file_surfaced_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_surfaced_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_surfaced_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_surfaced_v1_session_proto_goTypes = []any{
 	(PartKind)(0),              // 0: surfaced.v1.PartKind
-	(*Pid)(nil),                // 1: surfaced.v1.Pid
-	(*Error)(nil),              // 2: surfaced.v1.Error
-	(*Frame)(nil),              // 3: surfaced.v1.Frame
-	(*Frames)(nil),             // 4: surfaced.v1.Frames
-	(*Event)(nil),              // 5: surfaced.v1.Event
-	(*StateEvent)(nil),         // 6: surfaced.v1.StateEvent
-	(*StatusEvent)(nil),        // 7: surfaced.v1.StatusEvent
-	(*UIRequestEvent)(nil),     // 8: surfaced.v1.UIRequestEvent
-	(*DiagnosticEvent)(nil),    // 9: surfaced.v1.DiagnosticEvent
-	(*ResyncEvent)(nil),        // 10: surfaced.v1.ResyncEvent
-	(*EndEvent)(nil),           // 11: surfaced.v1.EndEvent
-	(*ChatEvent)(nil),          // 12: surfaced.v1.ChatEvent
-	(*UserMessage)(nil),        // 13: surfaced.v1.UserMessage
-	(*TurnStart)(nil),          // 14: surfaced.v1.TurnStart
-	(*StepStart)(nil),          // 15: surfaced.v1.StepStart
-	(*StepFinish)(nil),         // 16: surfaced.v1.StepFinish
-	(*PartStart)(nil),          // 17: surfaced.v1.PartStart
-	(*PartDelta)(nil),          // 18: surfaced.v1.PartDelta
-	(*PartEnd)(nil),            // 19: surfaced.v1.PartEnd
-	(*ToolInputStart)(nil),     // 20: surfaced.v1.ToolInputStart
-	(*ToolInputDelta)(nil),     // 21: surfaced.v1.ToolInputDelta
-	(*ToolInputAvailable)(nil), // 22: surfaced.v1.ToolInputAvailable
-	(*ToolOutput)(nil),         // 23: surfaced.v1.ToolOutput
-	(*ToolError)(nil),          // 24: surfaced.v1.ToolError
-	(*TurnError)(nil),          // 25: surfaced.v1.TurnError
-	(*TurnAbort)(nil),          // 26: surfaced.v1.TurnAbort
-	(*TurnFinish)(nil),         // 27: surfaced.v1.TurnFinish
-	(*AgentNotice)(nil),        // 28: surfaced.v1.AgentNotice
-	(*Subscribe)(nil),          // 29: surfaced.v1.Subscribe
-	(*SubscribeResult)(nil),    // 30: surfaced.v1.SubscribeResult
-	(*Unsubscribe)(nil),        // 31: surfaced.v1.Unsubscribe
-	(*Caller)(nil),             // 32: surfaced.v1.Caller
-	(*GetSummary)(nil),         // 33: surfaced.v1.GetSummary
-	(*SurfaceInfo)(nil),        // 34: surfaced.v1.SurfaceInfo
-	(*SessionSummary)(nil),     // 35: surfaced.v1.SessionSummary
-	(*Image)(nil),              // 36: surfaced.v1.Image
-	(*Prompt)(nil),             // 37: surfaced.v1.Prompt
-	(*PromptResult)(nil),       // 38: surfaced.v1.PromptResult
-	(*Abort)(nil),              // 39: surfaced.v1.Abort
-	(*AbortResult)(nil),        // 40: surfaced.v1.AbortResult
-	(*RunCommand)(nil),         // 41: surfaced.v1.RunCommand
-	(*CommandResult)(nil),      // 42: surfaced.v1.CommandResult
-	(*SetState)(nil),           // 43: surfaced.v1.SetState
-	(*SetStateResult)(nil),     // 44: surfaced.v1.SetStateResult
-	(*KVEntry)(nil),            // 45: surfaced.v1.KVEntry
-	(*GetState)(nil),           // 46: surfaced.v1.GetState
-	(*StateEntries)(nil),       // 47: surfaced.v1.StateEntries
-	(*GetMessages)(nil),        // 48: surfaced.v1.GetMessages
-	(*TranscriptEntry)(nil),    // 49: surfaced.v1.TranscriptEntry
-	(*Transcript)(nil),         // 50: surfaced.v1.Transcript
-	(*UIResponse)(nil),         // 51: surfaced.v1.UIResponse
-	(*UIResponseResult)(nil),   // 52: surfaced.v1.UIResponseResult
-	(*Stop)(nil),               // 53: surfaced.v1.Stop
-	(*StopResult)(nil),         // 54: surfaced.v1.StopResult
-	(*ListSurfaces)(nil),       // 55: surfaced.v1.ListSurfaces
-	(*SurfaceList)(nil),        // 56: surfaced.v1.SurfaceList
-	(*StateCommitted)(nil),     // 57: surfaced.v1.StateCommitted
-	(*AgentAvailable)(nil),     // 58: surfaced.v1.AgentAvailable
-	(*AgentSend)(nil),          // 59: surfaced.v1.AgentSend
-	(*AgentReply)(nil),         // 60: surfaced.v1.AgentReply
-	(*AgentLine)(nil),          // 61: surfaced.v1.AgentLine
-	(*AgentLines)(nil),         // 62: surfaced.v1.AgentLines
-	(*AgentDiagnostic)(nil),    // 63: surfaced.v1.AgentDiagnostic
-	(*AgentExited)(nil),        // 64: surfaced.v1.AgentExited
+	(SubscribeFrom)(0),         // 1: surfaced.v1.SubscribeFrom
+	(*Pid)(nil),                // 2: surfaced.v1.Pid
+	(*Error)(nil),              // 3: surfaced.v1.Error
+	(*Frame)(nil),              // 4: surfaced.v1.Frame
+	(*Frames)(nil),             // 5: surfaced.v1.Frames
+	(*Event)(nil),              // 6: surfaced.v1.Event
+	(*StateEvent)(nil),         // 7: surfaced.v1.StateEvent
+	(*StatusEvent)(nil),        // 8: surfaced.v1.StatusEvent
+	(*UIRequestEvent)(nil),     // 9: surfaced.v1.UIRequestEvent
+	(*DiagnosticEvent)(nil),    // 10: surfaced.v1.DiagnosticEvent
+	(*ResyncEvent)(nil),        // 11: surfaced.v1.ResyncEvent
+	(*EndEvent)(nil),           // 12: surfaced.v1.EndEvent
+	(*ChatEvent)(nil),          // 13: surfaced.v1.ChatEvent
+	(*UserMessage)(nil),        // 14: surfaced.v1.UserMessage
+	(*TurnStart)(nil),          // 15: surfaced.v1.TurnStart
+	(*StepStart)(nil),          // 16: surfaced.v1.StepStart
+	(*StepFinish)(nil),         // 17: surfaced.v1.StepFinish
+	(*PartStart)(nil),          // 18: surfaced.v1.PartStart
+	(*PartDelta)(nil),          // 19: surfaced.v1.PartDelta
+	(*PartEnd)(nil),            // 20: surfaced.v1.PartEnd
+	(*ToolInputStart)(nil),     // 21: surfaced.v1.ToolInputStart
+	(*ToolInputDelta)(nil),     // 22: surfaced.v1.ToolInputDelta
+	(*ToolInputAvailable)(nil), // 23: surfaced.v1.ToolInputAvailable
+	(*ToolOutput)(nil),         // 24: surfaced.v1.ToolOutput
+	(*ToolError)(nil),          // 25: surfaced.v1.ToolError
+	(*TurnError)(nil),          // 26: surfaced.v1.TurnError
+	(*TurnAbort)(nil),          // 27: surfaced.v1.TurnAbort
+	(*TurnFinish)(nil),         // 28: surfaced.v1.TurnFinish
+	(*AgentNotice)(nil),        // 29: surfaced.v1.AgentNotice
+	(*Subscribe)(nil),          // 30: surfaced.v1.Subscribe
+	(*SubscribeResult)(nil),    // 31: surfaced.v1.SubscribeResult
+	(*Unsubscribe)(nil),        // 32: surfaced.v1.Unsubscribe
+	(*Caller)(nil),             // 33: surfaced.v1.Caller
+	(*GetSummary)(nil),         // 34: surfaced.v1.GetSummary
+	(*SurfaceInfo)(nil),        // 35: surfaced.v1.SurfaceInfo
+	(*SessionSummary)(nil),     // 36: surfaced.v1.SessionSummary
+	(*Image)(nil),              // 37: surfaced.v1.Image
+	(*Prompt)(nil),             // 38: surfaced.v1.Prompt
+	(*PromptResult)(nil),       // 39: surfaced.v1.PromptResult
+	(*Abort)(nil),              // 40: surfaced.v1.Abort
+	(*AbortResult)(nil),        // 41: surfaced.v1.AbortResult
+	(*RunCommand)(nil),         // 42: surfaced.v1.RunCommand
+	(*CommandResult)(nil),      // 43: surfaced.v1.CommandResult
+	(*SetState)(nil),           // 44: surfaced.v1.SetState
+	(*SetStateResult)(nil),     // 45: surfaced.v1.SetStateResult
+	(*KVEntry)(nil),            // 46: surfaced.v1.KVEntry
+	(*GetState)(nil),           // 47: surfaced.v1.GetState
+	(*StateEntries)(nil),       // 48: surfaced.v1.StateEntries
+	(*GetMessages)(nil),        // 49: surfaced.v1.GetMessages
+	(*TranscriptEntry)(nil),    // 50: surfaced.v1.TranscriptEntry
+	(*Transcript)(nil),         // 51: surfaced.v1.Transcript
+	(*UIResponse)(nil),         // 52: surfaced.v1.UIResponse
+	(*UIResponseResult)(nil),   // 53: surfaced.v1.UIResponseResult
+	(*Stop)(nil),               // 54: surfaced.v1.Stop
+	(*StopResult)(nil),         // 55: surfaced.v1.StopResult
+	(*ListSurfaces)(nil),       // 56: surfaced.v1.ListSurfaces
+	(*SurfaceList)(nil),        // 57: surfaced.v1.SurfaceList
+	(*StateCommitted)(nil),     // 58: surfaced.v1.StateCommitted
+	(*AgentAvailable)(nil),     // 59: surfaced.v1.AgentAvailable
+	(*AgentSend)(nil),          // 60: surfaced.v1.AgentSend
+	(*AgentReply)(nil),         // 61: surfaced.v1.AgentReply
+	(*AgentLine)(nil),          // 62: surfaced.v1.AgentLine
+	(*AgentLines)(nil),         // 63: surfaced.v1.AgentLines
+	(*AgentDiagnostic)(nil),    // 64: surfaced.v1.AgentDiagnostic
+	(*AgentExited)(nil),        // 65: surfaced.v1.AgentExited
 }
 var file_surfaced_v1_session_proto_depIdxs = []int32{
-	5,  // 0: surfaced.v1.Frame.event:type_name -> surfaced.v1.Event
-	3,  // 1: surfaced.v1.Frames.frames:type_name -> surfaced.v1.Frame
-	6,  // 2: surfaced.v1.Event.state:type_name -> surfaced.v1.StateEvent
-	7,  // 3: surfaced.v1.Event.status:type_name -> surfaced.v1.StatusEvent
-	12, // 4: surfaced.v1.Event.chat:type_name -> surfaced.v1.ChatEvent
-	8,  // 5: surfaced.v1.Event.ui_request:type_name -> surfaced.v1.UIRequestEvent
-	9,  // 6: surfaced.v1.Event.diagnostic:type_name -> surfaced.v1.DiagnosticEvent
-	10, // 7: surfaced.v1.Event.resync:type_name -> surfaced.v1.ResyncEvent
-	11, // 8: surfaced.v1.Event.end:type_name -> surfaced.v1.EndEvent
-	34, // 9: surfaced.v1.StatusEvent.surfaces:type_name -> surfaced.v1.SurfaceInfo
-	13, // 10: surfaced.v1.ChatEvent.user_message:type_name -> surfaced.v1.UserMessage
-	14, // 11: surfaced.v1.ChatEvent.turn_start:type_name -> surfaced.v1.TurnStart
-	15, // 12: surfaced.v1.ChatEvent.step_start:type_name -> surfaced.v1.StepStart
-	17, // 13: surfaced.v1.ChatEvent.part_start:type_name -> surfaced.v1.PartStart
-	18, // 14: surfaced.v1.ChatEvent.part_delta:type_name -> surfaced.v1.PartDelta
-	19, // 15: surfaced.v1.ChatEvent.part_end:type_name -> surfaced.v1.PartEnd
-	20, // 16: surfaced.v1.ChatEvent.tool_input_start:type_name -> surfaced.v1.ToolInputStart
-	21, // 17: surfaced.v1.ChatEvent.tool_input_delta:type_name -> surfaced.v1.ToolInputDelta
-	22, // 18: surfaced.v1.ChatEvent.tool_input:type_name -> surfaced.v1.ToolInputAvailable
-	23, // 19: surfaced.v1.ChatEvent.tool_output:type_name -> surfaced.v1.ToolOutput
-	24, // 20: surfaced.v1.ChatEvent.tool_error:type_name -> surfaced.v1.ToolError
-	16, // 21: surfaced.v1.ChatEvent.step_finish:type_name -> surfaced.v1.StepFinish
-	25, // 22: surfaced.v1.ChatEvent.turn_error:type_name -> surfaced.v1.TurnError
-	26, // 23: surfaced.v1.ChatEvent.turn_abort:type_name -> surfaced.v1.TurnAbort
-	27, // 24: surfaced.v1.ChatEvent.turn_finish:type_name -> surfaced.v1.TurnFinish
-	28, // 25: surfaced.v1.ChatEvent.agent_notice:type_name -> surfaced.v1.AgentNotice
+	6,  // 0: surfaced.v1.Frame.event:type_name -> surfaced.v1.Event
+	4,  // 1: surfaced.v1.Frames.frames:type_name -> surfaced.v1.Frame
+	7,  // 2: surfaced.v1.Event.state:type_name -> surfaced.v1.StateEvent
+	8,  // 3: surfaced.v1.Event.status:type_name -> surfaced.v1.StatusEvent
+	13, // 4: surfaced.v1.Event.chat:type_name -> surfaced.v1.ChatEvent
+	9,  // 5: surfaced.v1.Event.ui_request:type_name -> surfaced.v1.UIRequestEvent
+	10, // 6: surfaced.v1.Event.diagnostic:type_name -> surfaced.v1.DiagnosticEvent
+	11, // 7: surfaced.v1.Event.resync:type_name -> surfaced.v1.ResyncEvent
+	12, // 8: surfaced.v1.Event.end:type_name -> surfaced.v1.EndEvent
+	35, // 9: surfaced.v1.StatusEvent.surfaces:type_name -> surfaced.v1.SurfaceInfo
+	14, // 10: surfaced.v1.ChatEvent.user_message:type_name -> surfaced.v1.UserMessage
+	15, // 11: surfaced.v1.ChatEvent.turn_start:type_name -> surfaced.v1.TurnStart
+	16, // 12: surfaced.v1.ChatEvent.step_start:type_name -> surfaced.v1.StepStart
+	18, // 13: surfaced.v1.ChatEvent.part_start:type_name -> surfaced.v1.PartStart
+	19, // 14: surfaced.v1.ChatEvent.part_delta:type_name -> surfaced.v1.PartDelta
+	20, // 15: surfaced.v1.ChatEvent.part_end:type_name -> surfaced.v1.PartEnd
+	21, // 16: surfaced.v1.ChatEvent.tool_input_start:type_name -> surfaced.v1.ToolInputStart
+	22, // 17: surfaced.v1.ChatEvent.tool_input_delta:type_name -> surfaced.v1.ToolInputDelta
+	23, // 18: surfaced.v1.ChatEvent.tool_input:type_name -> surfaced.v1.ToolInputAvailable
+	24, // 19: surfaced.v1.ChatEvent.tool_output:type_name -> surfaced.v1.ToolOutput
+	25, // 20: surfaced.v1.ChatEvent.tool_error:type_name -> surfaced.v1.ToolError
+	17, // 21: surfaced.v1.ChatEvent.step_finish:type_name -> surfaced.v1.StepFinish
+	26, // 22: surfaced.v1.ChatEvent.turn_error:type_name -> surfaced.v1.TurnError
+	27, // 23: surfaced.v1.ChatEvent.turn_abort:type_name -> surfaced.v1.TurnAbort
+	28, // 24: surfaced.v1.ChatEvent.turn_finish:type_name -> surfaced.v1.TurnFinish
+	29, // 25: surfaced.v1.ChatEvent.agent_notice:type_name -> surfaced.v1.AgentNotice
 	0,  // 26: surfaced.v1.PartStart.kind:type_name -> surfaced.v1.PartKind
 	0,  // 27: surfaced.v1.PartDelta.kind:type_name -> surfaced.v1.PartKind
 	0,  // 28: surfaced.v1.PartEnd.kind:type_name -> surfaced.v1.PartKind
-	1,  // 29: surfaced.v1.Subscribe.subscriber:type_name -> surfaced.v1.Pid
-	2,  // 30: surfaced.v1.SubscribeResult.error:type_name -> surfaced.v1.Error
-	1,  // 31: surfaced.v1.Unsubscribe.subscriber:type_name -> surfaced.v1.Pid
-	32, // 32: surfaced.v1.GetSummary.caller:type_name -> surfaced.v1.Caller
-	34, // 33: surfaced.v1.SessionSummary.surfaces:type_name -> surfaced.v1.SurfaceInfo
-	2,  // 34: surfaced.v1.SessionSummary.error:type_name -> surfaced.v1.Error
-	32, // 35: surfaced.v1.Prompt.caller:type_name -> surfaced.v1.Caller
-	36, // 36: surfaced.v1.Prompt.images:type_name -> surfaced.v1.Image
-	2,  // 37: surfaced.v1.PromptResult.error:type_name -> surfaced.v1.Error
-	32, // 38: surfaced.v1.Abort.caller:type_name -> surfaced.v1.Caller
-	2,  // 39: surfaced.v1.AbortResult.error:type_name -> surfaced.v1.Error
-	32, // 40: surfaced.v1.RunCommand.caller:type_name -> surfaced.v1.Caller
-	2,  // 41: surfaced.v1.CommandResult.error:type_name -> surfaced.v1.Error
-	2,  // 42: surfaced.v1.CommandResult.refused:type_name -> surfaced.v1.Error
-	32, // 43: surfaced.v1.SetState.caller:type_name -> surfaced.v1.Caller
-	2,  // 44: surfaced.v1.SetStateResult.error:type_name -> surfaced.v1.Error
-	32, // 45: surfaced.v1.GetState.caller:type_name -> surfaced.v1.Caller
-	45, // 46: surfaced.v1.StateEntries.entries:type_name -> surfaced.v1.KVEntry
-	2,  // 47: surfaced.v1.StateEntries.error:type_name -> surfaced.v1.Error
-	32, // 48: surfaced.v1.GetMessages.caller:type_name -> surfaced.v1.Caller
-	49, // 49: surfaced.v1.Transcript.entries:type_name -> surfaced.v1.TranscriptEntry
-	2,  // 50: surfaced.v1.Transcript.error:type_name -> surfaced.v1.Error
-	32, // 51: surfaced.v1.UIResponse.caller:type_name -> surfaced.v1.Caller
-	2,  // 52: surfaced.v1.UIResponseResult.error:type_name -> surfaced.v1.Error
-	32, // 53: surfaced.v1.Stop.caller:type_name -> surfaced.v1.Caller
-	2,  // 54: surfaced.v1.StopResult.error:type_name -> surfaced.v1.Error
-	32, // 55: surfaced.v1.ListSurfaces.caller:type_name -> surfaced.v1.Caller
-	34, // 56: surfaced.v1.SurfaceList.surfaces:type_name -> surfaced.v1.SurfaceInfo
-	2,  // 57: surfaced.v1.SurfaceList.error:type_name -> surfaced.v1.Error
-	1,  // 58: surfaced.v1.AgentAvailable.agent:type_name -> surfaced.v1.Pid
-	1,  // 59: surfaced.v1.AgentSend.reply_to:type_name -> surfaced.v1.Pid
-	61, // 60: surfaced.v1.AgentLines.lines:type_name -> surfaced.v1.AgentLine
-	61, // [61:61] is the sub-list for method output_type
-	61, // [61:61] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	2,  // 29: surfaced.v1.Subscribe.subscriber:type_name -> surfaced.v1.Pid
+	1,  // 30: surfaced.v1.Subscribe.from:type_name -> surfaced.v1.SubscribeFrom
+	3,  // 31: surfaced.v1.SubscribeResult.error:type_name -> surfaced.v1.Error
+	2,  // 32: surfaced.v1.Unsubscribe.subscriber:type_name -> surfaced.v1.Pid
+	33, // 33: surfaced.v1.GetSummary.caller:type_name -> surfaced.v1.Caller
+	35, // 34: surfaced.v1.SessionSummary.surfaces:type_name -> surfaced.v1.SurfaceInfo
+	3,  // 35: surfaced.v1.SessionSummary.error:type_name -> surfaced.v1.Error
+	33, // 36: surfaced.v1.Prompt.caller:type_name -> surfaced.v1.Caller
+	37, // 37: surfaced.v1.Prompt.images:type_name -> surfaced.v1.Image
+	3,  // 38: surfaced.v1.PromptResult.error:type_name -> surfaced.v1.Error
+	33, // 39: surfaced.v1.Abort.caller:type_name -> surfaced.v1.Caller
+	3,  // 40: surfaced.v1.AbortResult.error:type_name -> surfaced.v1.Error
+	33, // 41: surfaced.v1.RunCommand.caller:type_name -> surfaced.v1.Caller
+	3,  // 42: surfaced.v1.CommandResult.error:type_name -> surfaced.v1.Error
+	3,  // 43: surfaced.v1.CommandResult.refused:type_name -> surfaced.v1.Error
+	33, // 44: surfaced.v1.SetState.caller:type_name -> surfaced.v1.Caller
+	3,  // 45: surfaced.v1.SetStateResult.error:type_name -> surfaced.v1.Error
+	33, // 46: surfaced.v1.GetState.caller:type_name -> surfaced.v1.Caller
+	46, // 47: surfaced.v1.StateEntries.entries:type_name -> surfaced.v1.KVEntry
+	3,  // 48: surfaced.v1.StateEntries.error:type_name -> surfaced.v1.Error
+	33, // 49: surfaced.v1.GetMessages.caller:type_name -> surfaced.v1.Caller
+	50, // 50: surfaced.v1.Transcript.entries:type_name -> surfaced.v1.TranscriptEntry
+	3,  // 51: surfaced.v1.Transcript.error:type_name -> surfaced.v1.Error
+	33, // 52: surfaced.v1.UIResponse.caller:type_name -> surfaced.v1.Caller
+	3,  // 53: surfaced.v1.UIResponseResult.error:type_name -> surfaced.v1.Error
+	33, // 54: surfaced.v1.Stop.caller:type_name -> surfaced.v1.Caller
+	3,  // 55: surfaced.v1.StopResult.error:type_name -> surfaced.v1.Error
+	33, // 56: surfaced.v1.ListSurfaces.caller:type_name -> surfaced.v1.Caller
+	35, // 57: surfaced.v1.SurfaceList.surfaces:type_name -> surfaced.v1.SurfaceInfo
+	3,  // 58: surfaced.v1.SurfaceList.error:type_name -> surfaced.v1.Error
+	2,  // 59: surfaced.v1.AgentAvailable.agent:type_name -> surfaced.v1.Pid
+	2,  // 60: surfaced.v1.AgentSend.reply_to:type_name -> surfaced.v1.Pid
+	62, // 61: surfaced.v1.AgentLines.lines:type_name -> surfaced.v1.AgentLine
+	62, // [62:62] is the sub-list for method output_type
+	62, // [62:62] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_surfaced_v1_session_proto_init() }
@@ -5011,7 +5087,7 @@ func file_surfaced_v1_session_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_surfaced_v1_session_proto_rawDesc), len(file_surfaced_v1_session_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -21,6 +21,12 @@ const (
 	ModeFresh   = framelog.ModeFresh
 	ModeResumed = framelog.ModeResumed
 	ModeResync  = framelog.ModeResync
+	// ModeLive: SubscribeNow; nothing was replayed.
+	ModeLive = "live"
+	// ModeTurn: SubscribeTurn; the running turn was replayed from its start.
+	ModeTurn = "turn"
+	// ModeIdle: SubscribeTurn found no turn running; nobody was registered.
+	ModeIdle = "idle"
 )
 
 // Messenger is what a hub needs of the session actor's context.
@@ -47,6 +53,9 @@ type Hub struct {
 	subs      map[string]*Subscriber
 	outbox    []*pb.Frame
 	final     bool
+	// turnStart is the seq of the running turn's start frame (0: no turn
+	// runs), where SubscribeTurn replays from.
+	turnStart uint64
 	// OnEmit, when set, sees every event emitted (metrics).
 	OnEmit func(ev *pb.Event)
 }
@@ -73,6 +82,12 @@ func (h *Hub) Subscribers(fn func(*Subscriber)) {
 // non-empty sticky key makes it that key's last frame.
 func (h *Hub) Emit(ev *pb.Event, sticky string) *pb.Frame {
 	f := h.log.Append(ev, sticky)
+	switch ev.GetChat().GetChunk().(type) {
+	case *pb.ChatEvent_TurnStart:
+		h.turnStart = f.GetSeq()
+	case *pb.ChatEvent_TurnFinish:
+		h.turnStart = 0
+	}
 	if h.OnEmit != nil {
 		h.OnEmit(ev)
 	}
@@ -142,6 +157,38 @@ func (h *Hub) Subscribe(m Messenger, sub Subscriber, lastEventID string) *pb.Sub
 	m.Watch(sub.PID)
 	return &pb.SubscribeResult{Ok: true, Epoch: h.log.Epoch(), Head: h.log.Head(), Mode: mode, Replayed: uint32(len(frames))}
 }
+
+// SubscribeNow registers pid for the frames emitted from now on: nothing is
+// replayed, not even the sticky state (a per-turn chat stream about to send
+// its prompt reads only what follows).
+func (h *Hub) SubscribeNow(m Messenger, sub Subscriber) *pb.SubscribeResult {
+	h.Flush(m)
+	res := h.Subscribe(m, sub, h.log.ID(h.log.Head()))
+	res.Mode = ModeLive
+	return res
+}
+
+// SubscribeTurn registers pid for the running turn: its frames from its
+// start frame on, replayed from the window, then live (a per-turn chat
+// stream resumed). When no turn runs nobody is registered (ModeIdle). ok is
+// false when the window no longer holds the turn's start (the turn emitted
+// more than the window keeps): nobody is registered either.
+func (h *Hub) SubscribeTurn(m Messenger, sub Subscriber) (res *pb.SubscribeResult, ok bool) {
+	h.Flush(m)
+	if h.turnStart == 0 {
+		return &pb.SubscribeResult{Ok: true, Epoch: h.log.Epoch(), Head: h.log.Head(), Mode: ModeIdle}, true
+	}
+	if h.turnStart < h.log.Oldest() {
+		return nil, false
+	}
+	res = h.Subscribe(m, sub, h.log.ID(h.turnStart-1))
+	res.Mode = ModeTurn
+	return res, true
+}
+
+// TurnStart is the seq of the running turn's start frame (0 when no turn
+// runs).
+func (h *Hub) TurnStart() uint64 { return h.turnStart }
 
 // Unsubscribe forgets pid (it asked, or it is gone); it reports whether pid
 // was a subscriber.

@@ -153,3 +153,83 @@ func TestUnsubscribeAndGone(t *testing.T) {
 		t.Fatal("b not forgotten")
 	}
 }
+
+func chat(c pb.ChatChunk) *pb.Event { return pb.ChatOf(c) }
+
+func turnStart(id uint64) *pb.Event {
+	return chat(&pb.ChatEvent_TurnStart{TurnStart: &pb.TurnStart{TurnId: id}})
+}
+
+func turnFinish(id uint64) *pb.Event {
+	return chat(&pb.ChatEvent_TurnFinish{TurnFinish: &pb.TurnFinish{TurnId: id}})
+}
+
+func delta(s string) *pb.Event {
+	return chat(&pb.ChatEvent_PartDelta{PartDelta: &pb.PartDelta{Id: "p", Delta: s}})
+}
+
+func TestSubscribeNowReplaysNothing(t *testing.T) {
+	h := New("s1", "ep", 16, 1<<20)
+	m := newRecorder()
+	h.Emit(state("a.x", 1), "state:a.x")
+	h.Emit(delta("before"), "")
+	res := h.SubscribeNow(m, sub("now"))
+	if res.GetMode() != ModeLive || res.GetHead() != 2 || res.GetReplayed() != 0 {
+		t.Fatalf("subscribe now: %v", res)
+	}
+	if got := m.frames("now"); len(got) != 0 {
+		t.Fatalf("subscribe now replayed %v; want nothing, not even the sticky state", got)
+	}
+	h.Emit(delta("after"), "")
+	h.Flush(m)
+	if got := m.frames("now"); len(got) != 1 || got[0].GetSeq() != 3 {
+		t.Fatalf("live frames %v; want seq 3", got)
+	}
+}
+
+func TestSubscribeTurn(t *testing.T) {
+	h := New("s1", "ep", 8, 1<<20)
+	m := newRecorder()
+
+	// No turn: nobody is registered.
+	res, ok := h.SubscribeTurn(m, sub("idle"))
+	if !ok || res.GetMode() != ModeIdle || h.Len() != 0 || m.watched["idle"] {
+		t.Fatalf("no turn: %v ok %v, %d subscribers", res, ok, h.Len())
+	}
+
+	h.Emit(delta("old turn's"), "")
+	h.Emit(turnStart(7), "")
+	h.Emit(state("a.x", 1), "state:a.x")
+	h.Emit(delta("one"), "")
+	h.Flush(m)
+	res, ok = h.SubscribeTurn(m, sub("mid"))
+	if !ok || res.GetMode() != ModeTurn {
+		t.Fatalf("mid turn: %v ok %v", res, ok)
+	}
+	got := m.frames("mid")
+	if len(got) != 3 || got[0].GetEvent().GetChat().GetTurnStart().GetTurnId() != 7 || got[2].GetSeq() != 4 {
+		t.Fatalf("mid turn replay %v; want the turn's start and what followed", got)
+	}
+	h.Emit(delta("two"), "")
+	h.Emit(turnFinish(7), "")
+	h.Flush(m)
+	if got := m.frames("mid"); len(got) != 5 {
+		t.Fatalf("after the replay the subscriber gets the live frames: %v", got)
+	}
+	if res, ok := h.SubscribeTurn(m, sub("after")); !ok || res.GetMode() != ModeIdle {
+		t.Fatalf("after the finish: %v ok %v", res, ok)
+	}
+
+	// A turn longer than the window cannot be replayed from its start.
+	h.Emit(turnStart(8), "")
+	for i := 0; i < 8; i++ {
+		h.Emit(delta("x"), "")
+	}
+	h.Flush(m)
+	if res, ok := h.SubscribeTurn(m, sub("late")); ok || res != nil || m.watched["late"] {
+		t.Fatalf("turn start outside the window: %v ok %v", res, ok)
+	}
+	if h.TurnStart() == 0 {
+		t.Fatal("the turn still runs")
+	}
+}
