@@ -19,22 +19,43 @@ import (
 // JSON (an empty body counts as {} and needs none), the body must fit in max
 // bytes, unknown fields are refused, and every error names the field.
 func decodeBody(c echo.Context, max int64, v any) error {
+	data, err := readBody(c, max)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(data, v)
+}
+
+// decodeBodyLoose is decodeBody for a body whose sender may add fields of
+// its own (the AI SDK's chat transport sends the app's extra body fields):
+// unknown fields are ignored, everything else is as strict.
+func decodeBodyLoose(c echo.Context, max int64, v any) error {
+	data, err := readBody(c, max)
+	if err != nil {
+		return err
+	}
+	return decodeJSONWith(data, v, false)
+}
+
+// readBody reads a JSON body of at most max bytes; an empty body is {}.
+func readBody(c echo.Context, max int64) ([]byte, error) {
 	r := c.Request()
 	body := http.MaxBytesReader(c.Response(), r.Body, max)
 	data, err := io.ReadAll(body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return apiErr(http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request body is over the %d-byte limit", max))
+			return nil, apiErr(http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request body is over the %d-byte limit", max))
 		}
-		return apiErr(http.StatusBadRequest, "bad_body", "the request body could not be read")
+		return nil, apiErr(http.StatusBadRequest, "bad_body", "the request body could not be read")
 	}
 	if len(strings.TrimSpace(string(data))) == 0 {
-		data = []byte("{}")
-	} else if err := requireJSON(r); err != nil {
-		return err
+		return []byte("{}"), nil
 	}
-	return decodeJSON(data, v)
+	if err := requireJSON(r); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 func requireJSON(r *http.Request) error {
@@ -47,9 +68,14 @@ func requireJSON(r *http.Request) error {
 }
 
 // decodeJSON decodes data into v strictly, mapping errors to API errors.
-func decodeJSON(data []byte, v any) error {
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
+func decodeJSON(data []byte, v any) error { return decodeJSONWith(data, v, true) }
+
+// decodeJSONWith decodes data into v, refusing unknown fields when strict.
+func decodeJSONWith(data []byte, v any, strict bool) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}

@@ -31,7 +31,7 @@ func statusOf(code string) int {
 	switch code {
 	case session.CodeNotFound:
 		return http.StatusNotFound
-	case session.CodeEnded, session.CodeUnavailable, session.CodeUnknownUI:
+	case session.CodeEnded, session.CodeUnavailable, session.CodeUnknownUI, session.CodeTurnNotReplayable:
 		return http.StatusConflict
 	case session.CodeRateLimited, session.CodeInboxFull:
 		return http.StatusTooManyRequests

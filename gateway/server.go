@@ -89,8 +89,8 @@ type Server struct {
 	streams  map[*stream]struct{}
 	shutdown chan struct{}
 
-	sseWriter, wsWriter *delivery.Writer
-	detached            sync.WaitGroup // SSE streams running off their request
+	sseWriter, wsWriter, chatWriter *delivery.Writer
+	detached                        sync.WaitGroup // SSE streams running off their request
 }
 
 // New builds the server and its routes.
@@ -103,6 +103,7 @@ func New(o Options) *Server {
 		streams: map[*stream]struct{}{}, shutdown: make(chan struct{})}
 	s.sseWriter = s.writer("sse", s.lim.KeepAlive)
 	s.wsWriter = s.writer("ws", s.lim.WSPing)
+	s.chatWriter = s.writer("chat", s.lim.KeepAlive)
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
@@ -182,6 +183,8 @@ func (s *Server) routes() {
 	api.GET("/sessions/:id/messages", s.getMessages)
 	api.POST("/sessions/:id/prompt", s.prompt)
 	api.POST("/sessions/:id/abort", s.abort)
+	api.POST("/sessions/:id/chat", s.chat)
+	api.GET("/sessions/:id/chat/stream", s.chatStream)
 	api.GET("/sessions/:id/surfaces", s.listSurfaces)
 	api.POST("/sessions/:id/surfaces/:domain/:action", s.runCommand)
 	api.POST("/sessions/:id/state", s.setState)

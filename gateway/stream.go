@@ -20,7 +20,7 @@ import (
 // queue the actor fills and the connection's writer drains.
 type stream struct {
 	s    *Server
-	kind string // sse or ws
+	kind string // sse, ws or chat
 	id   string // the session
 	q    *delivery.Queue
 	pid  *actor.PID
@@ -47,6 +47,15 @@ func lastEventID(c echo.Context) (string, error) {
 // live frame. Nothing is written to the client before this succeeds, so a
 // refusal is an ordinary JSON error.
 func (s *Server) openStream(c echo.Context, kind, last string) (*stream, error) {
+	return s.subscribe(c, kind, &pb.Subscribe{LastEventId: last},
+		func(q *delivery.Queue) delivery.Sink { return delivery.QueueSink{Q: q} })
+}
+
+// subscribe spawns a subscriber actor whose sink sinkOf makes over the
+// client's queue and subscribes it to the session as req says. A
+// subscription from the running turn's start that finds no turn running
+// registers nothing: it returns a nil stream and no error.
+func (s *Server) subscribe(c echo.Context, kind string, req *pb.Subscribe, sinkOf func(*delivery.Queue) delivery.Sink) (*stream, error) {
 	if s.isClosing() {
 		return nil, apiErr(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
 	}
@@ -57,12 +66,12 @@ func (s *Server) openStream(c echo.Context, kind, last string) (*stream, error) 
 		opts = s.opts.Props(kind, id)
 	}
 	sys := s.rt.System()
-	pid := sys.Root.SpawnPrefix(delivery.Props(delivery.QueueSink{Q: q}, q, opts...), kind+"-")
+	pid := sys.Root.SpawnPrefix(delivery.Props(sinkOf(q), q, opts...), kind+"-")
 	st := &stream{s: s, kind: kind, id: id, q: q, pid: pid, sys: sys}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), session.DefaultRequestTimeout)
 	defer cancel()
-	r, err := delivery.Subscribe(ctx, s.rt, id, pid, &pb.Subscribe{LastEventId: last, ClientKind: kind,
-		Subject: guard.IdentityOf(c).Subject})
+	req.ClientKind, req.Subject = kind, guard.IdentityOf(c).Subject
+	r, err := delivery.Subscribe(ctx, s.rt, id, pid, req)
 	if err != nil {
 		sys.Root.Stop(pid)
 		if ae := fromRequestErr(err); ae != nil {
@@ -73,6 +82,10 @@ func (s *Server) openStream(c echo.Context, kind, last string) (*stream, error) 
 	if r.GetError() != nil {
 		sys.Root.Stop(pid)
 		return nil, fromPB(r.GetError())
+	}
+	if r.GetMode() == session.ModeIdle {
+		sys.Root.Stop(pid)
+		return nil, nil
 	}
 	st.mode = r.GetMode()
 	if !s.track(st) {

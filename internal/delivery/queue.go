@@ -38,8 +38,8 @@ type Reason string
 // Reasons a stream ends. The browser sees some of them in its client-only
 // end frame (end{reason}); see each transport for what it writes.
 const (
-	// EndFinal: the session ended the stream; its own end frame is the
-	// last item.
+	// EndFinal: the stream's last item was queued: the session's end frame
+	// (it ended the stream), or a per-turn chat stream's finish.
 	EndFinal Reason = "final"
 	// EndSlowConsumer: the client fell more than the queue's bounds behind,
 	// or a write to it stayed blocked for the queue's age bound.
@@ -160,8 +160,8 @@ func (q *Queue) signal() {
 	}
 }
 
-// PushFrames queues a batch of session frames; final marks the session's
-// last batch (its end frame is in it). It reports false when the stream has
+// PushFrames queues a batch of session frames; final marks the stream's
+// last batch (the session's end frame, a chat turn's finish is in it). It reports false when the stream has
 // ended or the client is now too far behind (then it was cut).
 func (q *Queue) PushFrames(fs []*pb.Frame, final bool) bool {
 	q.mu.Lock()

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -53,10 +54,24 @@ func OpenSSE(t testing.TB, url string, header http.Header) *SSE {
 
 // TryOpenSSE opens url; a non-200 answer is returned with its body.
 func TryOpenSSE(url string, header http.Header) (*SSE, int, string) {
+	return TryOpenSSERequest(http.MethodGet, url, header, nil)
+}
+
+// TryOpenSSERequest sends a request whose answer is an event stream (a POST
+// with a JSON body: a per-turn chat stream); a non-200 answer is returned
+// with its body.
+func TryOpenSSERequest(method, url string, header http.Header, body []byte) (*SSE, int, string) {
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, _ := http.NewRequestWithContext(ctx, method, url, r)
 	for k, v := range header {
 		req.Header[k] = v
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := http.DefaultClient.Do(req)

@@ -110,6 +110,30 @@ func (d *Daemon) SSE(id, last string) *testkit.SSE {
 	return testkit.OpenSSE(d.t, d.URL+"/api/sessions/"+id+"/events", h)
 }
 
+// Chat posts body (marshalled) to a session's per-turn chat endpoint and
+// reads the answer's event stream: a non-200 answer is returned with its
+// status and body instead.
+func (d *Daemon) Chat(id string, body any) (*testkit.SSE, int, string) {
+	d.t.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	s, status, text := testkit.TryOpenSSERequest(http.MethodPost, d.URL+"/api/sessions/"+id+"/chat", d.Auth(), b)
+	if s != nil {
+		d.t.Cleanup(s.Close)
+	}
+	return s, status, text
+}
+
+// ChatBody is the body the AI SDK's DefaultChatTransport sends for a user
+// message of text.
+func ChatBody(text string) map[string]any {
+	return map[string]any{"id": "chat", "trigger": "submit-message", "messages": []any{
+		map[string]any{"id": "u1", "role": "user", "parts": []any{map[string]any{"type": "text", "text": text}}},
+	}}
+}
+
 // ErrCode is the code of an API error answer.
 func ErrCode(out map[string]any) string {
 	e, _ := out["error"].(map[string]any)

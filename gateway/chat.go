@@ -1,0 +1,345 @@
+package gateway
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/surfaced/surfaced/actors/session"
+	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/internal/delivery"
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+)
+
+// The per-turn chat endpoint: the AI SDK's stock DefaultChatTransport (what
+// useChat uses) talks to a session through it.
+//
+//	POST /api/sessions/{id}/chat         the last user message is the prompt;
+//	                                     the answer streams the turn that answers it
+//	GET  /api/sessions/{id}/chat/stream  the running turn from its start (resume)
+//
+// Both are UI message streams (v1): one "data: <chunk>" event per chunk,
+// "data: [DONE]" after the turn's finish. The chunks are those of the
+// session stream (internal/wire renders both), data-user-message excepted.
+// Each stream is a subscriber like every client (turnSink keeps one turn of
+// the session's frames) drained by the delivery writer into chatTransport.
+
+// Triggers of the chat body.
+const (
+	triggerSubmit     = "submit-message"
+	triggerRegenerate = "regenerate-message"
+)
+
+// chatBody is the body DefaultChatTransport sends: the chat's id, its
+// messages, the trigger and (regenerate-message) the id of the message to
+// answer again, with the app's own fields beside them, which are ignored.
+// So are the chat's id and the earlier messages: the session keeps its own
+// history, and the client's copy is a view of it.
+type chatBody struct {
+	Messages *[]chatMessage `json:"messages"`
+	Trigger  *string        `json:"trigger"`
+}
+
+// chatMessage is a UIMessage as far as the endpoint reads it; only the
+// parts of the last user message are decoded.
+type chatMessage struct {
+	Role  string          `json:"role"`
+	Parts json.RawMessage `json:"parts"`
+}
+
+// chatPart is a part of the user message: text and file parts are read,
+// the others (data, sources, step markers) are ignored.
+type chatPart struct {
+	Type      *string `json:"type"`
+	Text      *string `json:"text"`
+	URL       *string `json:"url"`
+	MediaType *string `json:"mediaType"`
+	Filename  *string `json:"filename"`
+}
+
+// chatFile is a file part of the prompt: bytes from a data: URL to store as
+// an artifact of the session, or one of the session's artifacts by id.
+type chatFile struct {
+	field     string // where it was in the body, for errors
+	mediaType string
+	filename  string
+	data      []byte // a data: URL's bytes
+	artifact  string // an artifact of the session (att_…)
+}
+
+// chatPrompt is what the chat body asks the session.
+type chatPrompt struct {
+	text  string
+	files []chatFile
+}
+
+// prompt reads the prompt from the body: the last user message's text
+// parts joined by blank lines, and its file parts.
+func (b *chatBody) prompt(sessionID string) (chatPrompt, error) {
+	if b.Trigger != nil && *b.Trigger != triggerSubmit && *b.Trigger != triggerRegenerate {
+		return chatPrompt{}, fieldErr("trigger", fmt.Sprintf("trigger must be %q or %q", triggerSubmit, triggerRegenerate))
+	}
+	if b.Messages == nil {
+		return chatPrompt{}, fieldErr("messages", "messages is required: the chat's messages, the last user message being the prompt")
+	}
+	msgs := *b.Messages
+	last := -1
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" {
+			last = i
+			break
+		}
+	}
+	if last < 0 {
+		return chatPrompt{}, apiErr(http.StatusBadRequest, "no_user_message", "messages has no message with role \"user\": the last one is the prompt", "messages")
+	}
+	base := fmt.Sprintf("messages[%d].parts", last)
+	var parts []chatPart
+	if err := json.Unmarshal(msgs[last].Parts, &parts); err != nil || msgs[last].Parts == nil {
+		return chatPrompt{}, fieldErr(base, base+" must be an array of message parts")
+	}
+	var p chatPrompt
+	var texts []string
+	for j, part := range parts {
+		field := fmt.Sprintf("%s[%d]", base, j)
+		if part.Type == nil {
+			return chatPrompt{}, fieldErr(field+".type", field+".type is required")
+		}
+		switch *part.Type {
+		case "text":
+			if part.Text == nil {
+				return chatPrompt{}, fieldErr(field+".text", field+".text is required in a text part")
+			}
+			if *part.Text != "" {
+				texts = append(texts, *part.Text)
+			}
+		case "file":
+			f, err := fileOf(field, part, sessionID)
+			if err != nil {
+				return chatPrompt{}, err
+			}
+			p.files = append(p.files, f)
+		}
+	}
+	p.text = strings.Join(texts, "\n\n")
+	if strings.TrimSpace(p.text) == "" && len(p.files) == 0 {
+		return chatPrompt{}, apiErr(http.StatusBadRequest, session.CodeEmptyPrompt,
+			fmt.Sprintf("messages[%d], the last user message, has no text and no file", last), base)
+	}
+	return p, nil
+}
+
+// fileOf reads a file part: a data: URL, or the URL of one of the
+// session's artifacts.
+func fileOf(field string, part chatPart, sessionID string) (chatFile, error) {
+	if part.URL == nil || *part.URL == "" {
+		return chatFile{}, fieldErr(field+".url", field+".url is required in a file part")
+	}
+	if part.MediaType == nil || *part.MediaType == "" {
+		return chatFile{}, fieldErr(field+".mediaType", field+".mediaType is required in a file part")
+	}
+	f := chatFile{field: field, mediaType: *part.MediaType}
+	if part.Filename != nil {
+		f.filename = *part.Filename
+	}
+	raw := *part.URL
+	if rest, ok := cutPrefixFold(raw, "data:"); ok {
+		data, err := decodeDataURL(rest)
+		if err != nil {
+			return chatFile{}, fieldErr(field+".url", fmt.Sprintf("%s.url is not a valid data: URL: %v", field, err))
+		}
+		f.data = data
+		return f, nil
+	}
+	att, ok := artifactOfURL(raw, sessionID)
+	if !ok {
+		return chatFile{}, fieldErr(field+".url", field+".url must be a data: URL or the URL of one of this session's artifacts")
+	}
+	f.artifact = att
+	return f, nil
+}
+
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
+		return s[len(prefix):], true
+	}
+	return s, false
+}
+
+// decodeDataURL decodes what follows "data:": [<media type>][;base64],<data>
+// (RFC 2397). The media type is the part's own (mediaType), not this one.
+func decodeDataURL(rest string) ([]byte, error) {
+	meta, data, ok := strings.Cut(rest, ",")
+	if !ok {
+		return nil, fmt.Errorf("no comma before the data")
+	}
+	isBase64 := false
+	if m, ok := cutSuffixFold(meta, ";base64"); ok {
+		isBase64, meta = true, m
+	}
+	if meta != "" {
+		if _, _, err := mime.ParseMediaType(meta); err != nil {
+			return nil, fmt.Errorf("media type %q: %v", meta, err)
+		}
+	}
+	if isBase64 {
+		b, err := base64.StdEncoding.DecodeString(data)
+		if err != nil {
+			// Some encoders leave the padding out.
+			if b2, err2 := base64.RawStdEncoding.DecodeString(data); err2 == nil {
+				return b2, nil
+			}
+			return nil, fmt.Errorf("the base64 data is not valid: %v", err)
+		}
+		return b, nil
+	}
+	s, err := url.PathUnescape(data)
+	if err != nil {
+		return nil, fmt.Errorf("the percent-encoded data is not valid: %v", err)
+	}
+	return []byte(s), nil
+}
+
+func cutSuffixFold(s, suffix string) (string, bool) {
+	if len(s) >= len(suffix) && strings.EqualFold(s[len(s)-len(suffix):], suffix) {
+		return s[:len(s)-len(suffix)], true
+	}
+	return s, false
+}
+
+// artifactOfURL reads the artifact id of a URL the daemon gives out for an
+// artifact of session sessionID: /api/sessions/{id}/artifacts/{att} or the
+// content URL /api/artifacts/{att}/content (signed or not), relative or
+// absolute. Whether the artifact is the session's is the artifact store's to
+// say.
+func artifactOfURL(raw, sessionID string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "" && u.Scheme != "http" && u.Scheme != "https") {
+		return "", false
+	}
+	segs := strings.Split(strings.Trim(u.Path, "/"), "/")
+	switch {
+	case len(segs) == 4 && segs[0] == "api" && segs[1] == "artifacts" && segs[3] == "content":
+		return validArtifactID(segs[2])
+	case len(segs) == 5 && segs[0] == "api" && segs[1] == "sessions" && segs[2] == sessionID && segs[3] == "artifacts":
+		return validArtifactID(segs[4])
+	}
+	return "", false
+}
+
+func validArtifactID(id string) (string, bool) {
+	rest, ok := strings.CutPrefix(id, "att_")
+	if !ok || rest == "" || len(id) > 128 {
+		return "", false
+	}
+	for _, r := range rest {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return "", false
+		}
+	}
+	return id, true
+}
+
+// attach makes the prompt's files artifacts of the session (a data: URL's
+// bytes are stored, an artifact of the session is referenced) and returns
+// their ids. This daemon keeps no artifacts yet: a file part is refused,
+// before anything reaches the session.
+func (s *Server) attach(_ echo.Context, files []chatFile) ([]string, error) {
+	return nil, apiErr(http.StatusBadRequest, "attachments_unavailable",
+		"this daemon cannot attach files to a prompt yet (it keeps no artifacts): send the message without file parts",
+		files[0].field)
+}
+
+// chat serves POST /api/sessions/{id}/chat: the last user message of the
+// body becomes a prompt, and the answer streams the turn that answers it
+// (it may wait in the inbox first). The stream subscribes before the prompt
+// goes out, so it misses nothing of that turn. A client that goes away does
+// not cancel the turn (POST …/abort does).
+func (s *Server) chat(c echo.Context) error {
+	var body chatBody
+	if err := decodeBodyLoose(c, s.lim.PromptBodyBytes, &body); err != nil {
+		return err
+	}
+	p, err := body.prompt(c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if len(p.files) > 0 {
+		if _, err := s.attach(c, p.files); err != nil {
+			return err
+		}
+	}
+	tag := chatTag()
+	st, err := s.subscribe(c, "chat", &pb.Subscribe{From: pb.SubscribeFrom_SUBSCRIBE_FROM_NOW},
+		func(q *delivery.Queue) delivery.Sink { return &turnSink{q: q, tag: tag} })
+	if err != nil {
+		return err
+	}
+	res, err := s.ask(c, &pb.Prompt{Caller: s.caller(c), Message: p.text, ClientTag: tag})
+	if err != nil {
+		st.close()
+		return err
+	}
+	r := res.(*pb.PromptResult)
+	if r.GetError() != nil {
+		st.close()
+		ae := fromPB(r.GetError())
+		if ae.Code == session.CodeEmptyPrompt {
+			ae.Fields = []string{"messages"}
+		}
+		return ae
+	}
+	comment := "accepted"
+	if r.GetQueued() {
+		comment = "queued"
+	}
+	s.serveChat(c, st, comment)
+	return nil
+}
+
+// chatStream serves GET /api/sessions/{id}/chat/stream: the running turn
+// from its start, then live, as POST …/chat streams it; 204 when no turn
+// runs.
+func (s *Server) chatStream(c echo.Context) error {
+	st, err := s.subscribe(c, "chat", &pb.Subscribe{From: pb.SubscribeFrom_SUBSCRIBE_FROM_TURN_START},
+		func(q *delivery.Queue) delivery.Sink { return &turnSink{q: q} })
+	if err != nil {
+		return err
+	}
+	if st == nil {
+		return c.NoContent(http.StatusNoContent)
+	}
+	s.serveChat(c, st, "resumed")
+	return nil
+}
+
+// serveChat answers with the UI message stream and writes the turn into it
+// until its finish (or until the stream is cut), on the request's
+// goroutine: a chat stream lives as long as its turn.
+func (s *Server) serveChat(c echo.Context, st *stream, comment string) {
+	defer st.close()
+	c.Response().Header().Set(uiMessageStreamHeader, "v1")
+	sse, err := delivery.StartSSE(c.Response(), comment)
+	if err != nil {
+		return
+	}
+	ctx, cancel := s.guard.Context(c.Request().Context(), guard.IdentityOf(c))
+	defer cancel()
+	st.run(ctx, s.chatWriter, chatTransport{sse})
+}
+
+// chatTag tags a chat request's prompt, so that its stream recognises the
+// user message the session echoes and learns the prompt's id from it.
+func chatTag() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "chat-" + hex.EncodeToString(b[:])
+}
