@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/surfaced/surfaced"
+	"github.com/surfaced/surfaced/agentproc/agentkit"
 	"github.com/surfaced/surfaced/gateway"
 	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/internal/llmstub"
 	"github.com/surfaced/surfaced/internal/testkit"
 	"github.com/surfaced/surfaced/internal/testkit/daemon"
 )
@@ -445,5 +447,73 @@ func TestChatErrors(t *testing.T) {
 	_, out := alice.JSON("GET", "/api/sessions/"+id+"/messages", nil)
 	if n := len(out["messages"].([]any)); n != 0 {
 		t.Fatalf("refused chats left %d transcript entries", n)
+	}
+}
+
+// helloAgent is a daemon whose agent is examples/hello-agent (agentkit,
+// with its echo tool) talking to a scripted OpenAI-compatible model.
+func helloAgent(t *testing.T, script llmstub.Script, opts ...daemon.Option) (*daemon.Daemon, *llmstub.Server) {
+	t.Helper()
+	llm, err := llmstub.Start(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(llm.Close)
+	agent := surfaced.AgentSpec{Name: "hello", Argv: []string{testkit.Build(t, "./examples/hello-agent")},
+		Env: []string{agentkit.EnvLLMBaseURL + "=" + llm.URL, agentkit.EnvLLMModel + "=stub"}}
+	return daemon.Start(t, append([]daemon.Option{daemon.Agents(agent)}, opts...)...), llm
+}
+
+// A Go agent's tool input types itself out: agentkit turns the model's
+// streamed arguments into pi's toolcall_* events, the session into
+// tool-input-start and one tool-input-delta per fragment, and the deltas
+// joined parse to the input of tool-input-available.
+func TestChatToolInputStreams(t *testing.T) {
+	fragments := []string{`{"te`, `xt": "a long`, ` input that types`, ` itself out"}`}
+	d, _ := helloAgent(t, func(r llmstub.Request) llmstub.Reply {
+		if r.LastRole() == "tool" {
+			return llmstub.Say("It said: ", r.LastToolResult())
+		}
+		return llmstub.Reply{Events: llmstub.Stream(llmstub.Reasoning("Echo ", "it."), llmstub.Text("Calling echo."),
+			llmstub.CallToolInParts(0, "call_1", "echo", fragments...), llmstub.Finish("tool_calls"))}
+	})
+	id := d.Create(nil)
+	s, status, body := d.Chat(id, daemon.ChatBody("echo something long"))
+	if status != 200 {
+		t.Fatalf("chat: %d %s", status, body)
+	}
+	evs := readChat(t, s)
+	got := compact(types(evs))
+	want := "start start-step reasoning-start reasoning-delta* reasoning-end text-start text-delta text-end " +
+		"tool-input-start tool-input-delta* tool-input-available tool-output-available finish-step " +
+		"start-step text-start text-delta* text-end finish-step finish [DONE]"
+	if got != want {
+		t.Fatalf("chunks:\n got %s\nwant %s", got, want)
+	}
+	var deltas []string
+	var input, output any
+	for _, e := range evs {
+		switch e.Data["type"] {
+		case "tool-input-start":
+			if e.Data["toolCallId"] != "call_1" || e.Data["toolName"] != "echo" {
+				t.Errorf("tool-input-start %s", e.Raw)
+			}
+		case "tool-input-delta":
+			deltas = append(deltas, e.Data["inputTextDelta"].(string))
+		case "tool-input-available":
+			input = e.Data["input"]
+		case "tool-output-available":
+			output = e.Data["output"]
+		}
+	}
+	if strings.Join(deltas, "|") != strings.Join(fragments, "|") {
+		t.Errorf("deltas %q, want one per fragment %q", deltas, fragments)
+	}
+	var joined any
+	if err := json.Unmarshal([]byte(strings.Join(deltas, "")), &joined); err != nil || fmt.Sprint(joined) != fmt.Sprint(input) {
+		t.Errorf("joined deltas %q parse to %v (%v); input %v", strings.Join(deltas, ""), joined, err, input)
+	}
+	if !strings.Contains(fmt.Sprint(output), "a long input that types itself out") || textOf(evs) != "Calling echo.It said: a long input that types itself out" {
+		t.Errorf("output %v, text %q", output, textOf(evs))
 	}
 }

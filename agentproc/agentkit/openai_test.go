@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -301,4 +302,89 @@ func TestModelFromEnv(t *testing.T) {
 	if !ok || m.BaseURL != "http://127.0.0.1:9/v1" || m.Model != "llama" || m.APIKey != "k" {
 		t.Errorf("ModelFromEnv = %+v", m)
 	}
+}
+
+// TestOpenAIToolCallInputStreams: a tool call's arguments, streamed by the
+// server in fragments, go out as pi's toolcall_start, one toolcall_delta per
+// fragment as it arrives (the server sends the next fragment only once the
+// agent has written the previous one's delta), and toolcall_end with the
+// whole call; the deltas joined are the arguments the tool runs with.
+func TestOpenAIToolCallInputStreams(t *testing.T) {
+	fragments := []string{`{"text":`, `"a long`, ` input, wörd`, ` by wörd"}`}
+	written := make(chan int, len(fragments))
+	mux := http.NewServeMux()
+	var calls atomic.Int32
+	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		if calls.Add(1) > 1 { // after the tool result
+			for _, ev := range agentkittest.TextEvents("done") {
+				_, _ = w.Write([]byte("data: " + ev + "\n\n"))
+			}
+			_, _ = w.Write([]byte("data: [DONE]\n\n"))
+			return
+		}
+		send := func(delta map[string]any) {
+			_, _ = w.Write([]byte("data: " + agentkittest.Chunk(delta, "") + "\n\n"))
+			w.(http.Flusher).Flush()
+		}
+		send(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": "call_7", "type": "function",
+			"function": map[string]any{"name": "echo", "arguments": ""}}}})
+		for i, f := range fragments {
+			send(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "function": map[string]any{"arguments": f}}}})
+			select { // the agent wrote this fragment's delta before the next one exists
+			case n := <-written:
+				if n != i {
+					t.Errorf("delta %d written while fragment %d was the last sent", n, i)
+				}
+			case <-r.Context().Done():
+				return
+			case <-time.After(10 * time.Second):
+				t.Errorf("fragment %d was not written as a toolcall_delta while the stream waited", i)
+				return
+			}
+		}
+		_, _ = w.Write([]byte("data: " + agentkittest.Chunk(map[string]any{}, "tool_calls") + "\n\ndata: [DONE]\n\n"))
+	})
+	url := newLoopbackServer(t, mux)
+	a, logs := newTestAgent(Options{Model: &OpenAIModel{BaseURL: url + "/v1", Model: "m"}})
+	a.AddTool(Tool{Name: "echo", Run: func(_ context.Context, _ *ToolCtx, args json.RawMessage) (string, error) {
+		return string(args), nil
+	}})
+	h := start(t, a, logs)
+	h.prompt(t, "p", "go")
+
+	update := func(typ string) (agentproc.Event, agentkittest.Line) {
+		t.Helper()
+		l := h.Await(agentproc.EventMessageUpdate, func(l agentkittest.Line) bool {
+			return strings.Contains(string(l.Raw), `"type":"`+typ+`"`)
+		})
+		var ev agentproc.Event
+		l.Decode(t, &ev)
+		return ev, l
+	}
+	startEv, _ := update(agentproc.AMEToolcallStart)
+	blocks := startEv.Message.Blocks()
+	ci := startEv.AssistantMessageEvent.ContentIndex
+	if ci >= len(blocks) || blocks[ci].Type != "toolCall" || blocks[ci].ID != "call_7" || blocks[ci].Name != "echo" {
+		t.Fatalf("toolcall_start's partial message %s (content index %d)", startEv.Message.Content, ci)
+	}
+	var joined strings.Builder
+	for i, f := range fragments {
+		ev, _ := update(agentproc.AMEToolcallDelta)
+		if ev.AssistantMessageEvent.Delta != f || ev.AssistantMessageEvent.ContentIndex != ci {
+			t.Fatalf("delta %d: %+v, want %q at %d", i, ev.AssistantMessageEvent, f, ci)
+		}
+		joined.WriteString(ev.AssistantMessageEvent.Delta)
+		written <- i
+	}
+	endEv, _ := update(agentproc.AMEToolcallEnd)
+	var call agentproc.ContentBlock
+	if err := json.Unmarshal(endEv.AssistantMessageEvent.ToolCall, &call); err != nil || call.ID != "call_7" || call.Name != "echo" {
+		t.Fatalf("toolcall_end's call %s: %v", endEv.AssistantMessageEvent.ToolCall, err)
+	}
+	assertJSON(t, "toolcall_end arguments", call.Arguments, joined.String())
+	var exec agentproc.Event
+	h.Await(agentproc.EventToolExecutionStart, nil).Decode(t, &exec)
+	assertJSON(t, "tool_execution_start args", exec.Args, joined.String())
+	h.agentEnd(t)
 }

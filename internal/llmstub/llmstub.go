@@ -225,6 +225,21 @@ func CallTool(idx int, id, name string, args any) []string {
 	}
 }
 
+// CallToolInParts streams one tool call with index idx whose JSON
+// arguments arrive in the fragments given, one event each, the way models
+// stream a long tool input (no finish reason: add Finish("tool_calls")).
+func CallToolInParts(idx int, id, name string, fragments ...string) []string {
+	out := []string{Chunk(map[string]any{"tool_calls": []any{map[string]any{
+		"index": idx, "id": id, "type": "function", "function": map[string]any{"name": name, "arguments": ""},
+	}}}, "")}
+	for _, f := range fragments {
+		out = append(out, Chunk(map[string]any{"tool_calls": []any{map[string]any{
+			"index": idx, "function": map[string]any{"arguments": f},
+		}}}, ""))
+	}
+	return out
+}
+
 // Finish is the closing chunk with a finish reason (stop, length, tool_calls).
 func Finish(reason string) string { return Chunk(map[string]any{}, reason) }
 

@@ -172,3 +172,38 @@ func TestSlowStreamingAndSetScript(t *testing.T) {
 		t.Error("Start(nil) succeeded")
 	}
 }
+
+func TestCallToolInParts(t *testing.T) {
+	evs := CallToolInParts(1, "c2", "echo", `{"te`, `xt":"hi"}`)
+	if len(evs) != 3 {
+		t.Fatalf("%d events", len(evs))
+	}
+	var joined strings.Builder
+	for i, ev := range evs {
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					ToolCalls []struct {
+						Index    int    `json:"index"`
+						ID       string `json:"id"`
+						Function struct {
+							Name      string `json:"name"`
+							Arguments string `json:"arguments"`
+						} `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(ev), &c); err != nil {
+			t.Fatal(err)
+		}
+		tc := c.Choices[0].Delta.ToolCalls[0]
+		if tc.Index != 1 || (i == 0) != (tc.ID == "c2" && tc.Function.Name == "echo") {
+			t.Errorf("event %d: %s", i, ev)
+		}
+		joined.WriteString(tc.Function.Arguments)
+	}
+	if joined.String() != `{"text":"hi"}` {
+		t.Errorf("arguments %q", joined.String())
+	}
+}
