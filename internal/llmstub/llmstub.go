@@ -161,6 +161,11 @@ type Reply struct {
 	Events []string
 	// Delay is waited before each event (slow streaming).
 	Delay time.Duration
+	// Hold, when set, pauses the stream after HoldAfter events until it is
+	// closed (or the client goes away, or the server closes): a model in
+	// the middle of its answer for as long as a test needs.
+	Hold      <-chan struct{}
+	HoldAfter int
 	// Stall keeps the stream open after the events, without [DONE], until
 	// the client goes away or the server closes: a model that never
 	// finishes, for abort tests.
@@ -395,7 +400,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	flush()
-	for _, ev := range rep.Events {
+	for i, ev := range rep.Events {
+		if rep.Hold != nil && i == rep.HoldAfter {
+			select {
+			case <-rep.Hold:
+			case <-r.Context().Done():
+				return
+			case <-s.closed:
+				return
+			}
+		}
 		if rep.Delay > 0 {
 			select {
 			case <-time.After(rep.Delay):

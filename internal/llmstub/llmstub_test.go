@@ -207,3 +207,28 @@ func TestCallToolInParts(t *testing.T) {
 		t.Errorf("arguments %q", joined.String())
 	}
 }
+
+func TestHoldPausesTheStream(t *testing.T) {
+	hold := make(chan struct{})
+	s := start(t, func(Request) Reply {
+		return Reply{Events: Stream(Text("a", "b"), Finish("stop")), Hold: hold, HoldAfter: 1}
+	})
+	resp := post(t, context.Background(), s.URL+"/chat/completions", chatBody)
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	first, err := r.ReadString('\n')
+	if err != nil || !strings.Contains(first, `"content":"a"`) {
+		t.Fatalf("first event %q: %v", first, err)
+	}
+	got := make(chan []string)
+	go func() { got <- events(t, r) }()
+	select {
+	case evs := <-got:
+		t.Fatalf("the stream went on while held: %q", evs)
+	default:
+	}
+	close(hold)
+	if evs := <-got; len(evs) != 3 || !strings.Contains(evs[0], `"content":"b"`) || evs[2] != "[DONE]" {
+		t.Fatalf("after the hold: %q", evs)
+	}
+}

@@ -120,8 +120,9 @@ type Daemon struct {
 	Debug      *debug.Handler     // nil unless Dev
 	Events     *EventLog          // the ACP mount's bus events
 
-	mu sync.Mutex
-	hs *http.Server
+	mu   sync.Mutex
+	hs   *http.Server
+	stop func()
 }
 
 // Start starts a daemon.
@@ -200,7 +201,7 @@ func Start(t testing.TB, opts ...Option) *Daemon {
 	d.Gateway = gateway.New(gopts)
 	d.Events = newEventLog(rt)
 	d.serve(ln)
-	t.Cleanup(func() {
+	d.stop = sync.OnceFunc(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		d.Gateway.Shutdown(ctx)
@@ -220,8 +221,13 @@ func Start(t testing.TB, opts ...Option) *Daemon {
 			stopDead()
 		}
 	})
+	t.Cleanup(d.stop)
 	return d
 }
+
+// Stop stops the daemon as its test's end would (a test that starts
+// another daemon on the same store: a restart). Stopping twice is a no-op.
+func (d *Daemon) Stop() { d.stop() }
 
 func (d *Daemon) serve(ln net.Listener) {
 	hs := &http.Server{Handler: d.Gateway.Handler(), ReadHeaderTimeout: 10 * time.Second}
