@@ -160,10 +160,13 @@ func (h *Hub) Subscribe(m Messenger, sub Subscriber, lastEventID string) *pb.Sub
 
 // SubscribeNow registers pid for the frames emitted from now on: nothing is
 // replayed, not even the sticky state (a per-turn chat stream about to send
-// its prompt reads only what follows).
+// its prompt reads only what follows). The subscriber gets an empty batch
+// at once, so that it learns the session and watches it before any frame
+// comes: a session that goes away first still ends its stream.
 func (h *Hub) SubscribeNow(m Messenger, sub Subscriber) *pb.SubscribeResult {
 	h.Flush(m)
 	res := h.Subscribe(m, sub, h.log.ID(h.log.Head()))
+	m.Request(sub.PID, &pb.Frames{SessionId: h.sessionID})
 	res.Mode = ModeLive
 	return res
 }

@@ -177,8 +177,8 @@ func TestSubscribeNowReplaysNothing(t *testing.T) {
 	if res.GetMode() != ModeLive || res.GetHead() != 2 || res.GetReplayed() != 0 {
 		t.Fatalf("subscribe now: %v", res)
 	}
-	if got := m.frames("now"); len(got) != 0 {
-		t.Fatalf("subscribe now replayed %v; want nothing, not even the sticky state", got)
+	if got := m.frames("now"); len(got) != 0 || len(m.sent["now"]) != 1 {
+		t.Fatalf("subscribe now replayed %v in %d batches; want one empty batch, not even the sticky state", got, len(m.sent["now"]))
 	}
 	h.Emit(delta("after"), "")
 	h.Flush(m)
