@@ -246,6 +246,10 @@ func (r *Runtime) rejoin(cc ClusterConfig, old *clusterNode) error {
 	close(old.done)
 	old.dir.Close()
 	old.c.Shutdown(false) // also shuts its actor system down
+	// A non-graceful shutdown stops only the member's gRPC server: its
+	// endpoint manager, with a client connection to every peer (redialled
+	// for ever once the peer is gone), would outlive it. Stop it too.
+	old.c.Remote.Shutdown(true)
 	// A non-graceful cluster shutdown leaves the provider running: its
 	// registration would linger (etcd: the keep-alive loop renews the old
 	// member's key), and the others would see a fourth member.

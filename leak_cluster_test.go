@@ -15,10 +15,5 @@ func init() {
 		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/cluster.NewGossipActor.NewThrottleWithLogger.func2.1"),
 		// The library's in-memory test provider never stops its TTL loop.
 		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/cluster/clusterproviders/test.(*Provider).startTtlReport.func1"),
-		// remote's endpoint writer keeps the gRPC connection of every failed
-		// connect attempt to a member that is gone (it overwrites, never
-		// closes, the last one), and gRPC keeps reconnecting those.
-		goleak.IgnoreTopFunction("google.golang.org/grpc.(*addrConn).resetTransport"),
-		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
 	)
 }
