@@ -101,11 +101,17 @@ func parseMessage(body []byte) (*rpcMessage, error) {
 	case hasResult == hasErr:
 		return nil, errors.New(`a response must carry exactly one of "result" and "error"`)
 	case hasErr:
-		var e acp.RequestError
-		if err := json.Unmarshal(rawErr, &e); err != nil {
+		// Pointers: a missing or null code or message is refused, not read
+		// as 0 or "" (and "error": null with them).
+		var e struct {
+			Code    *int    `json:"code"`
+			Message *string `json:"message"`
+			Data    any     `json:"data"`
+		}
+		if err := json.Unmarshal(rawErr, &e); err != nil || e.Code == nil || e.Message == nil {
 			return nil, errors.New(`"error" must be {code, message, data?}`)
 		}
-		m.err = &e
+		m.err = &acp.RequestError{Code: *e.Code, Message: *e.Message, Data: e.Data}
 	default:
 		m.result = res
 	}

@@ -26,6 +26,10 @@ func FuzzParseMessage(f *testing.F) {
 		`{"jsonrpc":"1.0","id":1,"method":"m"}`,
 		`{"jsonrpc":"2.0","id":{},"method":"m"}`,
 		`{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":"m"}}`,
+		`{"jsonrpc":"2.0","id":3,"error":null}`,
+		`{"jsonrpc":"2.0","id":3,"error":{}}`,
+		`{"jsonrpc":"2.0","id":3,"error":{"code":null,"message":"m"}}`,
+		`{"jsonrpc":"2.0","id":3,"error":{"Code":-1,"MESSAGE":"case"}}`,
 		`{"jsonrpc":"2.0"}`,
 		`{"jsonrpc":"2.0","id":"\ud800","method":"m"}`,
 		`{"jsonrpc":"2.0","id":1,"method":"m","params":"text"}`,
@@ -41,6 +45,9 @@ func FuzzParseMessage(f *testing.F) {
 			return
 		}
 		checkMessage(t, body, m)
+		if m.err != nil {
+			checkErrorMember(t, body)
+		}
 
 		// The gateway's encoders write the message out again; it parses
 		// back as the same message with the same routing key.
@@ -138,5 +145,37 @@ func checkMessage(t *testing.T, body []byte, m *rpcMessage) {
 		if k := idKey(m.id); k == "" || !(k == "null" || strings.HasPrefix(k, "s:") || strings.HasPrefix(k, "n:")) {
 			t.Fatalf("%q: id %q keys as %q", body, m.id, k)
 		}
+	}
+}
+
+// checkErrorMember checks that the body of an accepted error response
+// carries what JSON-RPC 2.0 requires of its "error": an object with an
+// integer code and a string message. Member names match as encoding/json
+// matches them everywhere in the daemon: exactly, or else ignoring case.
+func checkErrorMember(t *testing.T, body []byte) {
+	t.Helper()
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(body, &members); err != nil {
+		t.Fatal(err)
+	}
+	var e map[string]any
+	if json.Unmarshal(members["error"], &e) != nil || e == nil {
+		t.Fatalf("%q: an error response whose error is not an object", body)
+	}
+	hasCode, hasMessage := false, false
+	for k, v := range e {
+		switch {
+		case strings.EqualFold(k, "code"):
+			if code, ok := v.(float64); ok && code == float64(int64(code)) {
+				hasCode = true
+			}
+		case strings.EqualFold(k, "message"):
+			if _, ok := v.(string); ok {
+				hasMessage = true
+			}
+		}
+	}
+	if !hasCode || !hasMessage {
+		t.Fatalf("%q: an error response without an integer code and a string message", body)
 	}
 }
