@@ -164,13 +164,15 @@ func (in *Inspector) add(r *record) {
 }
 
 // remove forgets r (idempotent) and remembers its kind for dead letters.
+// Both under tmu, as kindOfDead reads them: a dead letter looked up between
+// the two would find the actor in neither and count as "other".
 func (in *Inspector) remove(r *record) {
+	in.tmu.Lock()
+	defer in.tmu.Unlock()
 	if _, loaded := in.actors.LoadAndDelete(r.pid); !loaded {
 		return
 	}
 	r.kind.live.Dec()
-	in.tmu.Lock()
-	defer in.tmu.Unlock()
 	if _, ok := in.dead[r.id]; !ok {
 		in.order = append(in.order, r.id)
 	}
@@ -189,9 +191,8 @@ func (in *Inspector) kindOfDead(pid *actor.PID) string {
 		return kindOther
 	}
 	in.tmu.Lock()
-	k, ok := in.dead[pid.Id]
-	in.tmu.Unlock()
-	if ok {
+	defer in.tmu.Unlock()
+	if k, ok := in.dead[pid.Id]; ok {
 		return k
 	}
 	// A letter can reach a stopped actor before its record is removed.
