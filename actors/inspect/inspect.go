@@ -35,6 +35,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/surfaced/surfaced/internal/clock"
 )
 
 // The kinds of actor the daemon spawns. Props accepts any kind string; these
@@ -72,6 +74,9 @@ type Options struct {
 	// (DefaultWindowAge), so an actor that was slow a minute ago and idle
 	// since does not look slow now.
 	WindowAge time.Duration
+	// Clock times the handlers, the latency window and "current for" (nil:
+	// the wall clock). Tests pass a clock.Fake and move it themselves.
+	Clock clock.Clock
 }
 
 // Inspector keeps the records of the inspected actors of one process. It is
@@ -79,7 +84,8 @@ type Options struct {
 type Inspector struct {
 	window int
 	age    time.Duration
-	epoch  time.Time // monotonic origin of the sample timestamps
+	clk    clock.Clock // nil: the wall clock, read with time.Since
+	epoch  time.Time   // monotonic origin of the sample timestamps
 
 	actors sync.Map // *actor.PID -> *record (live, registered actors)
 
@@ -103,7 +109,8 @@ func New(o Options) *Inspector {
 	return &Inspector{
 		window:  o.Window,
 		age:     o.WindowAge,
-		epoch:   time.Now(),
+		clk:     o.Clock,
+		epoch:   now(o.Clock),
 		metrics: newKindMetrics(),
 		kinds:   map[string]*kindStats{},
 		dead:    map[string]string{},
@@ -212,7 +219,20 @@ func (in *Inspector) kindOfDead(pid *actor.PID) string {
 
 // clock is monotonic time since the inspector's epoch: one clock read, where
 // time.Now takes two (wall and monotonic), and it runs twice per message.
-func (in *Inspector) clock() time.Duration { return time.Since(in.epoch) }
+func (in *Inspector) clock() time.Duration {
+	if in.clk == nil {
+		return time.Since(in.epoch)
+	}
+	return in.clk.Now().Sub(in.epoch)
+}
+
+// now is the time on c, the wall clock when c is nil.
+func now(c clock.Clock) time.Time {
+	if c == nil {
+		return time.Now()
+	}
+	return c.Now()
+}
 
 // kind returns the stats of a kind, creating them on first use.
 func (in *Inspector) kind(name string) *kindStats {

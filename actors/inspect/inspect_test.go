@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/surfaced/surfaced/actors/inspect"
+	"github.com/surfaced/surfaced/internal/clock"
 	"github.com/surfaced/surfaced/internal/testkit"
 )
 
@@ -56,9 +57,13 @@ func gated(sys *actor.ActorSystem, in *inspect.Inspector, kind, session, domain 
 	}, in.Props(kind, session, domain)...))
 }
 
+// epoch is where the tests' fake clocks start.
+var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
 func TestDepthPostedProcessedAndCurrent(t *testing.T) {
 	sys := newSystem(t)
-	in := inspect.New(inspect.Options{})
+	clk := clock.NewFake(epoch)
+	in := inspect.New(inspect.Options{Clock: clk})
 	gate := make(chan struct{})
 	pid := gated(sys, in, inspect.KindSurface, "s1", "slow", gate)
 	for i := range 10 {
@@ -75,18 +80,21 @@ func TestDepthPostedProcessedAndCurrent(t *testing.T) {
 	if a.Posted != 10 || a.Processed != 0 || a.Current != "*inspect_test.work" || a.CurrentForMS == nil {
 		t.Fatalf("while stuck: %+v", a)
 	}
-	if a.Started.IsZero() || time.Since(a.Started) > time.Minute {
-		t.Fatalf("started: %v", a.Started)
+	if !a.Started.Equal(epoch) || *a.CurrentForMS != 0 {
+		t.Fatalf("started %v, current for %d ms: the clock has not moved", a.Started, *a.CurrentForMS)
 	}
-	eventually(t, "current_for_ms to advance to 30", func() bool { return *one(t, in, inspect.Query{}).CurrentForMS >= 30 })
+	clk.Advance(30 * time.Millisecond)
+	if ms := *one(t, in, inspect.Query{}).CurrentForMS; ms != 30 {
+		t.Fatalf("current for %d ms after the clock moved 30 ms", ms)
+	}
 	close(gate)
 	eventually(t, "all processed", func() bool { return one(t, in, inspect.Query{}).Processed == 10 })
 	a = one(t, in, inspect.Query{})
 	if a.Depth != 0 || a.Posted != 10 || a.Current != "" || a.CurrentForMS != nil {
 		t.Fatalf("after draining: %+v", a)
 	}
-	// The first message ran ≥ 30 ms, the others hardly at all: p50 small, p99 big.
-	if a.P99US < 25_000 || a.P50US > a.P99US || a.P50US >= 25_000 {
+	// The first message ran 30 ms on the clock, the others none at all.
+	if a.P99US != 30_000 || a.P50US != 0 {
 		t.Fatalf("percentiles: p50 %d µs p99 %d µs", a.P50US, a.P99US)
 	}
 }
@@ -120,7 +128,8 @@ func TestEntryDisappearsWhenTheActorStops(t *testing.T) {
 
 func TestFiltersAndSorts(t *testing.T) {
 	sys := newSystem(t)
-	in := inspect.New(inspect.Options{})
+	clk := clock.NewFake(epoch)
+	in := inspect.New(inspect.Options{Clock: clk})
 	gate := make(chan struct{})
 	defer close(gate)
 	deep := gated(sys, in, inspect.KindSurface, "a", "deep", gate)
@@ -130,10 +139,10 @@ func TestFiltersAndSorts(t *testing.T) {
 		sys.Root.Send(deep, &work{})
 	}
 	// The deep actor is stuck for 30 ms longer than the shallow one.
-	eventually(t, "deep stuck for 30 ms", func() bool {
-		a := one(t, in, inspect.Query{Session: "a", Kind: "surface"})
-		return a.Current != "" && *a.CurrentForMS >= 30
+	eventually(t, "deep stuck", func() bool {
+		return one(t, in, inspect.Query{Session: "a", Kind: "surface"}).Current != ""
 	})
+	clk.Advance(30 * time.Millisecond)
 	sys.Root.Send(shallow, &work{})
 	sys.Root.Send(shallow, &work{})
 	eventually(t, "queues", func() bool {
@@ -312,23 +321,30 @@ func TestPropsSpawnedTwice(t *testing.T) {
 
 func TestWindowAgeForgetsOldMessages(t *testing.T) {
 	sys := newSystem(t)
-	in := inspect.New(inspect.Options{WindowAge: 100 * time.Millisecond, Window: 4})
+	clk := clock.NewFake(epoch)
+	in := inspect.New(inspect.Options{WindowAge: 100 * time.Millisecond, Window: 4, Clock: clk})
 	pid := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		if w, ok := c.Message().(*work); ok {
-			time.Sleep(time.Duration(w.n) * time.Millisecond)
+			clk.Advance(time.Duration(w.n) * time.Millisecond) // the handler's work, on the clock
 		}
 	}, in.Props(inspect.KindSession, "s", "")...))
 	for _, ms := range []int{20, 1, 1, 1, 1} { // the 20 ms one falls out of the 4-message window
 		sys.Root.Send(pid, &work{n: ms})
 	}
 	eventually(t, "handled", func() bool { return one(t, in, inspect.Query{}).Processed == 5 })
-	if a := one(t, in, inspect.Query{}); a.P99US >= 15_000 || a.P50US < 1000 {
-		t.Fatalf("window of 4: %+v", a)
+	if a := one(t, in, inspect.Query{}); a.P99US != 1000 || a.P50US != 1000 {
+		t.Fatalf("window of 4: p50 %d µs, p99 %d µs", a.P50US, a.P99US)
 	}
-	eventually(t, "the percentiles to forget messages older than the window age", func() bool {
-		a := one(t, in, inspect.Query{})
-		return a.P50US == 0 && a.P99US == 0
-	})
+	// The last message ended at 24 ms; at 124 ms it is exactly WindowAge
+	// old and still counts, a millisecond later none does.
+	clk.Advance(100 * time.Millisecond)
+	if a := one(t, in, inspect.Query{}); a.P50US != 1000 {
+		t.Fatalf("at the window's age: p50 %d µs", a.P50US)
+	}
+	clk.Advance(time.Millisecond)
+	if a := one(t, in, inspect.Query{}); a.P50US != 0 || a.P99US != 0 {
+		t.Fatalf("past the window's age: p50 %d µs, p99 %d µs", a.P50US, a.P99US)
+	}
 }
 
 // Many senders, snapshots all the while (run with -race): every message is

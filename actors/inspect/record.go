@@ -31,7 +31,7 @@ func (m *mailbox) RegisterHandlers(inv actor.MessageInvoker, d actor.Dispatcher)
 	r := m.r
 	r.pid = c.Self()
 	r.id = r.pid.Id
-	r.started = time.Now().UTC()
+	r.started = now(r.in.clk).UTC()
 	r.sys = c.ActorSystem()
 	r.proc, _ = r.sys.ProcessRegistry.GetLocal(r.id)
 	r.in.add(r)

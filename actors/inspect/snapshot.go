@@ -77,7 +77,7 @@ func (q Query) Validate() error {
 // Every call reads the live records; it never blocks an actor for longer
 // than copying its latency window.
 func (in *Inspector) Snapshot(q Query) []Actor {
-	now := time.Now()
+	now := now(in.clk)
 	buf := make([]uint32, 0, in.window)
 	out := []Actor{}
 	for _, r := range in.records() {
