@@ -97,9 +97,12 @@ type Server struct {
 	Password string
 
 	base    string // removed by Stop: data, socket directory, log
+	cred    *syscall.Credential
+	opts    Options
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	waitErr error
+	frozen  []int // the processes Freeze stopped
 
 	stopOnce sync.Once
 	stopErr  error
@@ -122,7 +125,7 @@ func NewServer(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
-	s := &Server{BinDir: bin, base: base}
+	s := &Server{BinDir: bin, base: base, cred: cred, opts: opts}
 	ok := false
 	defer func() {
 		if !ok {
@@ -184,6 +187,12 @@ func (s *Server) start(ctx context.Context, cred *syscall.Credential, opts Optio
 		return fmt.Errorf("pgtest: find a free port: %w", err)
 	}
 	s.Port = port
+	return s.run(ctx, cred, opts)
+}
+
+// run starts postgres on s.Port and waits until it answers.
+func (s *Server) run(ctx context.Context, cred *syscall.Credential, opts Options) error {
+	port := s.Port
 	sock := filepath.Join(s.base, "sock")
 	if err := os.MkdirAll(sock, 0o700); err != nil {
 		return fmt.Errorf("pgtest: %w", err)
@@ -277,6 +286,66 @@ func (s *Server) kill() {
 		s.cmd.Process.Kill()
 		<-s.exited
 	}
+}
+
+// Freeze stops the server's processes (SIGSTOP: the postmaster first, so
+// that it starts no new backend, then its children), as a host that hangs
+// would: connections stay open and nothing answers. Thaw resumes them.
+func (s *Server) Freeze() error {
+	pid := s.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("pgtest: freeze postmaster: %w", err)
+	}
+	s.frozen = []int{pid}
+	kids, err := children(pid)
+	if err != nil {
+		return err
+	}
+	for _, k := range kids {
+		if syscall.Kill(k, syscall.SIGSTOP) == nil {
+			s.frozen = append(s.frozen, k)
+		}
+	}
+	return nil
+}
+
+// Thaw resumes what Freeze stopped (SIGCONT).
+func (s *Server) Thaw() error {
+	var errs []error
+	for i := len(s.frozen) - 1; i >= 0; i-- {
+		if err := syscall.Kill(s.frozen[i], syscall.SIGCONT); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, err)
+		}
+	}
+	s.frozen = nil
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("pgtest: thaw: %w", err)
+	}
+	return nil
+}
+
+// StopImmediate stops the server as "pg_ctl stop -m immediate" does (it
+// sends the postmaster SIGQUIT): every backend exits at once, without a
+// checkpoint, and the next start recovers from the WAL. Restart starts it
+// again.
+func (s *Server) StopImmediate() error {
+	if err := s.cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+		return fmt.Errorf("pgtest: stop: %w", err)
+	}
+	select {
+	case <-s.exited:
+		return nil
+	case <-time.After(30 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.exited
+		return errors.New("pgtest: postgres did not stop within 30s of SIGQUIT; killed")
+	}
+}
+
+// Restart starts a stopped server again on the same data and port, and
+// waits until it answers.
+func (s *Server) Restart(ctx context.Context) error {
+	return s.run(ctx, s.cred, s.opts)
 }
 
 // DSN returns the URL of database on the server, over TCP with the password.

@@ -89,3 +89,74 @@ func TestPrivateServerStops(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// Freeze leaves an open connection unanswered until Thaw; StopImmediate
+// and Restart keep what was committed (with synchronous commit, which the
+// fast test server turns off), on the same port.
+func TestFreezeAndImmediateRestart(t *testing.T) {
+	if _, err := BinDir(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("PostgreSQL is required on CI: %v", err)
+		}
+		t.Skip(err)
+	}
+	ctx := context.Background()
+	srv, err := NewServer(ctx, Options{Settings: map[string]string{"synchronous_commit": "on"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Thaw(); srv.Stop() })
+	dsn, err := srv.CreateDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgconn.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE x (v int); INSERT INTO x VALUES (1)").ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := srv.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = conn.Exec(c, "SELECT 1").ReadAll()
+	cancel()
+	if err == nil {
+		t.Fatal("a frozen server answered")
+	}
+	conn.Close(ctx)
+	if err := srv.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	conn, err = pgconn.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("after Thaw: %v", err)
+	}
+	conn.Close(ctx)
+
+	port := srv.Port
+	if err := srv.StopImmediate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pgconn.Connect(ctx, dsn); err == nil {
+		t.Fatal("a stopped server answered")
+	}
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if srv.Port != port {
+		t.Fatalf("restarted on port %d, was %d", srv.Port, port)
+	}
+	conn, err = pgconn.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	res, err := conn.Exec(ctx, "SELECT v FROM x").ReadAll()
+	if err != nil || len(res[0].Rows) != 1 || string(res[0].Rows[0][0]) != "1" {
+		t.Fatalf("after an immediate stop and restart: %v %v", res, err)
+	}
+}

@@ -20,3 +20,7 @@ func runAs() (*syscall.Credential, error) {
 func sysProcAttr(*syscall.Credential) *syscall.SysProcAttr { return nil }
 
 func chown(string, *syscall.Credential) error { return nil }
+
+func children(int) ([]int, error) {
+	return nil, errors.New("pgtest: freezing a server needs Linux's /proc")
+}
