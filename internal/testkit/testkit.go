@@ -5,6 +5,7 @@ package testkit
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,4 +156,42 @@ func State(key string, rev float64) func(Frame) bool {
 	return func(f Frame) bool {
 		return f.Kind == "state" && f.Data["key"] == key && (rev == 0 || f.Data["rev"] == rev)
 	}
+}
+
+// LockSQLite makes another process (internal/testkit/sqlitelock) take the
+// write lock of the SQLite database at path and returns once it holds it.
+// release (also run at the end of the test) makes it let go and waits for
+// it to exit.
+func LockSQLite(t testing.TB, path string) (release func()) {
+	t.Helper()
+	cmd := exec.Command(Build(t, "./internal/testkit/sqlitelock"), path)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, len("locked\n"))
+	if _, err := io.ReadFull(stdout, line); err != nil || string(line) != "locked\n" {
+		_ = cmd.Wait()
+		t.Fatalf("sqlitelock did not take the lock: %q %v: %s", line, err, stderr.String())
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			stdin.Close()
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("sqlitelock: %v: %s", err, stderr.String())
+			}
+		})
+	}
+	t.Cleanup(release)
+	return release
 }
