@@ -43,6 +43,26 @@ var ErrInvalid = errors.New("store: invalid argument")
 // ErrClosed is returned by every method called after Close.
 var ErrClosed = errors.New("store: closed")
 
+// ErrOutcomeUnknown is wrapped by the error of a write that may have been
+// applied: it was sent, and no answer came back (the connection died, or
+// the deadline passed with the commit in flight). A write that fails with
+// an error that does not wrap it was not applied, none of it.
+var ErrOutcomeUnknown = errors.New("store: outcome of the write unknown")
+
+// ErrFull is wrapped by the error of a write refused because the store's
+// disk is full (SQLite's SQLITE_FULL). Nothing of the write was applied.
+var ErrFull = errors.New("store: disk full")
+
+// ErrUnavailable is wrapped by the error Writer answers an op with when it
+// did not send it because the store cannot be written now (see
+// Writer.Available). Nothing of the op was applied.
+var ErrUnavailable = errors.New("store: unavailable")
+
+// ErrAborted is wrapped by the error Writer answers an op of a chain with
+// when an earlier op of the chain, of the same epoch, failed: the op was
+// built on a write that did not happen, so it was not sent (see Op.Chain).
+var ErrAborted = errors.New("store: write aborted: a write it was built on failed")
+
 // MaxSessionIDLen is the longest session id, in bytes, that a store accepts.
 const MaxSessionIDLen = 128
 
@@ -156,6 +176,9 @@ type KV struct {
 
 // Store is the persistence of sessions. Implementations are safe for
 // concurrent use. Every write call is atomic: all of it is kept or none.
+// A write that returns nil is committed (durable as the store promises);
+// one whose error wraps ErrOutcomeUnknown may have been kept; any other
+// error means that none of it was. A full disk is ErrFull.
 // The conformance suite in package storetest pins down the behaviour below.
 //
 // The writes of an existing session (UpdateSession, AppendTranscript,

@@ -27,12 +27,12 @@ func (s *Store) CreateSession(ctx context.Context, sess store.Session) error {
 	if err := store.CheckSession(sess); err != nil {
 		return s.fail(ctx, op, "", err)
 	}
-	tag, err := s.pool.Exec(ctx, s.q.createSession, sess.ID, bytesOf(sess.Owner), bytesOf(sess.Agent), bytesOf(sess.Title),
+	n, err := s.exec(ctx, s.q.createSession, sess.ID, bytesOf(sess.Owner), bytesOf(sess.Agent), bytesOf(sess.Title),
 		bytesOf(sess.Cwd), bytesOf(sess.Status), millisOrNil(sess.Created), millisOrNil(sess.Updated), int64(sess.IDsReserved))
 	if err != nil {
-		return s.fail(ctx, op, sess.ID, err)
+		return s.failWrite(ctx, op, sess.ID, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if n == 0 {
 		return s.fail(ctx, op, sess.ID, store.ErrExists)
 	}
 	return nil
@@ -104,13 +104,19 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fence store.Fence,
 		}
 	}
 	if err != nil {
-		return s.fail(ctx, op, id, err)
+		return s.failWrite(ctx, op, id, err)
 	}
 	return nil
 }
 
+// exec runs a write statement on a connection of its own (see conn).
 func (s *Store) exec(ctx context.Context, sql string, args ...any) (rowsAffected int64, err error) {
-	tag, err := s.pool.Exec(ctx, sql, args...)
+	c, err := s.conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Release()
+	tag, err := c.Exec(ctx, sql, args...)
 	return tag.RowsAffected(), err
 }
 
@@ -118,7 +124,12 @@ func (s *Store) exec(ctx context.Context, sql string, args ...any) (rowsAffected
 // turns a write that wrote nothing into the error that says why.
 func (s *Store) fencedWrite(ctx context.Context, fence store.Fence, sql string, args ...any) error {
 	var fenceOK, found bool
-	if err := s.pool.QueryRow(ctx, sql, args...).Scan(&fenceOK, &found); err != nil {
+	c, err := s.conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	if err := c.QueryRow(ctx, sql, args...).Scan(&fenceOK, &found); err != nil {
 		return err
 	}
 	switch {
@@ -272,7 +283,7 @@ func (s *Store) AppendTranscript(ctx context.Context, sessionID string, fence st
 	}
 	args := []any{sessionID, int64(n), roles, texts, callIDs, names, toolArgs, toolResults, isError, vias, at, turnIDs, promptIDs}
 	if err := s.write(ctx, fence, s.q.appendTranscript, s.q.appendTranscriptFenced, args...); err != nil {
-		return s.fail(ctx, op, sessionID, err)
+		return s.failWrite(ctx, op, sessionID, err)
 	}
 	return nil
 }
@@ -343,7 +354,7 @@ func (s *Store) PutKV(ctx context.Context, sessionID string, fence store.Fence, 
 	}
 	args := []any{sessionID, keys, values, revs, deleted}
 	if err := s.write(ctx, fence, s.q.putKV, s.q.putKVFenced, args...); err != nil {
-		return s.fail(ctx, op, sessionID, err)
+		return s.failWrite(ctx, op, sessionID, err)
 	}
 	return nil
 }

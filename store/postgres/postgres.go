@@ -241,6 +241,60 @@ func (s *Store) fail(ctx context.Context, op, id string, err error) error {
 	return fmt.Errorf("postgres: %s %q: %w", op, id, err)
 }
 
+// failWrite is fail for a write: an error that leaves open whether the
+// write was applied (see unknownOutcome) wraps store.ErrOutcomeUnknown.
+func (s *Store) failWrite(ctx context.Context, op, id string, err error) error {
+	if unknownOutcome(err) {
+		err = fmt.Errorf("%w: %w", store.ErrOutcomeUnknown, err)
+	}
+	return s.fail(ctx, op, id, err)
+}
+
+// notSentError is a write that failed before anything of it reached the
+// server: no connection could be had.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return "no connection to the server: " + e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
+
+// conn takes a connection from the pool for one write, so that a write
+// that never got one is known not to have been sent.
+func (s *Store) conn(ctx context.Context) (*pgxpool.Conn, error) {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, &notSentError{err: err}
+	}
+	return c, nil
+}
+
+// unknownOutcome reports whether a write that failed with err may have been
+// applied: its statement (one statement, its own transaction) was sent,
+// and the server's answer did not come back, or it came back as the
+// connection's end (a server shutting down or crashing may end a
+// connection after the commit reached its log, before the answer was
+// sent). An error the server answered for the statement means it rolled
+// back; a write that got no connection, or that pgx says sent nothing, was
+// not applied.
+func unknownOutcome(err error) bool {
+	var pgErr *pgconn.PgError
+	var notSent *notSentError
+	var connect *pgconn.ConnectError
+	switch {
+	case err == nil, errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrInvalid),
+		errors.Is(err, store.ErrExists), errors.Is(err, store.ErrClosed):
+		return false
+	case errors.As(err, &pgErr):
+		// Class 57 (operator intervention: admin or crash shutdown) and
+		// 08 (connection exception) end the connection, whatever became of
+		// the statement; FATAL and PANIC do too.
+		return strings.HasPrefix(pgErr.Code, "57") || strings.HasPrefix(pgErr.Code, "08") ||
+			pgErr.Severity == "FATAL" || pgErr.Severity == "PANIC"
+	case errors.As(err, &notSent), errors.As(err, &connect):
+		return false
+	}
+	return !pgconn.SafeToRetry(err)
+}
+
 // begin checks what every call checks first: the store is open and ctx is
 // live.
 func (s *Store) begin(ctx context.Context, op, id string) error {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"syscall"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -13,10 +14,14 @@ import (
 )
 
 // fail wraps err from operation op on session id, telling a closed store
-// apart from a failing one.
+// apart from a failing one, and a full disk (store.ErrFull) from other
+// failures.
 func (s *Store) fail(op, id string, err error) error {
 	if s.closed.Load() {
 		return store.ErrClosed
+	}
+	if diskFull(err) {
+		err = fmt.Errorf("%w: %w", store.ErrFull, err)
 	}
 	if id == "" {
 		return fmt.Errorf("sqlite: %s: %w", op, err)
@@ -460,4 +465,16 @@ func (s *Store) LoadKV(ctx context.Context, sessionID string) ([]store.KV, error
 		}
 	}
 	return entries, nil
+}
+
+// diskFull reports whether err says the disk is full: SQLITE_FULL
+// ("database or disk is full"), which SQLite answers when a write of the
+// database, its WAL or a temporary file runs out of space (ENOSPC), or a
+// file grew past the process's size limit (EFBIG).
+func diskFull(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_FULL {
+		return true
+	}
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EFBIG)
 }
