@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"slices"
 	"sync"
@@ -19,9 +20,11 @@ import (
 // the ops submitted meanwhile queue up into one batch.
 type recordingStore struct {
 	*memstore.Store
-	release chan struct{}
-	mu      sync.Mutex
-	calls   []string
+	release  chan struct{}
+	firstErr error // what the first call fails with, after release (nil: it writes)
+	mu       sync.Mutex
+	calls    []string
+	keys     []string
 }
 
 // Inline is false: this store blocks on purpose, so writes must go through
@@ -36,11 +39,34 @@ func (r *recordingStore) PutKV(ctx context.Context, id string, fence store.Fence
 		call += fmt.Sprintf(" fence %d", fence)
 	}
 	r.calls = append(r.calls, call)
+	for _, e := range entries {
+		r.keys = append(r.keys, e.Key)
+	}
 	r.mu.Unlock()
 	if first {
 		<-r.release
+		if r.firstErr != nil {
+			return r.firstErr
+		}
 	}
 	return r.Store.PutKV(ctx, id, fence, entries)
+}
+
+// waitCalls waits until n PutKV calls reached the store.
+func (r *recordingStore) waitCalls(t testing.TB, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		r.mu.Lock()
+		got := len(r.calls)
+		r.mu.Unlock()
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls reached the store, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -206,40 +232,40 @@ func (f *failingStore) UpdateSession(ctx context.Context, id string, fence store
 	return f.Store.UpdateSession(ctx, id, fence, u)
 }
 
-// unsent is an error that says nothing reached the server, as pgx's do.
-type unsent struct{ error }
-
-func (unsent) SafeToRetry() bool { return true }
+// maybe is an error of a write whose outcome the store does not know.
+func maybe(err error) error { return fmt.Errorf("%w: %w", store.ErrOutcomeUnknown, err) }
 
 // A write that fails for a passing reason is tried again within the retry
 // window: KV writes and session updates always (they are idempotent), a
-// transcript append only when nothing reached the server. A write refused
-// for what it is is not tried again.
+// transcript append only while its attempts surely failed. A write refused
+// for what it is, or for a full disk, is not tried again. An op whose
+// attempt may have landed ends unknown unless a later attempt succeeds.
 func TestWriterRetriesPassingFailures(t *testing.T) {
 	ctx := context.Background()
 	lost := errors.New("conn closed: unexpected EOF")
+	kv := store.Op{KV: []store.KV{{Key: "k", Value: []byte(`1`), Rev: 1}}}
+	tr := store.Op{Transcript: []store.Entry{{Role: "user", Text: "hi"}}}
 	cases := []struct {
-		name      string
-		kind      string
-		fail      int
-		err       error
-		op        store.Op
-		wantErr   error // nil: the write succeeds in the end
-		wantCalls int
+		name        string
+		kind        string
+		fail        int
+		err         error
+		op          store.Op
+		wantErr     error // nil: the write succeeds in the end
+		wantUnknown bool
+		wantCalls   int
 	}{
-		{"kv after a lost connection", "kv", 2, lost, store.Op{KV: []store.KV{{Key: "k", Value: []byte(`1`), Rev: 1}}}, nil, 3},
+		{"kv after a lost connection", "kv", 2, lost, kv, nil, false, 3},
+		{"kv after an attempt that may have landed: a success settles it", "kv", 1, maybe(lost), kv, nil, false, 2},
 		{"session update after a lost connection", "session", 1, lost,
-			store.Op{Update: &store.SessionUpdate{Title: ptr("t")}}, nil, 2},
-		{"transcript, nothing sent", "transcript", 2, unsent{lost},
-			store.Op{Transcript: []store.Entry{{Role: "user", Text: "hi"}}}, nil, 3},
-		{"transcript, maybe written: not again", "transcript", 1, lost,
-			store.Op{Transcript: []store.Entry{{Role: "user", Text: "hi"}}}, lost, 1},
-		{"fenced: not again", "kv", 1, fmt.Errorf("token 1: %w", store.ErrFenced),
-			store.Op{KV: []store.KV{{Key: "k", Value: []byte(`1`), Rev: 1}}}, store.ErrFenced, 1},
-		{"not found: not again", "kv", 1, store.ErrNotFound,
-			store.Op{KV: []store.KV{{Key: "k", Value: []byte(`1`), Rev: 1}}}, store.ErrNotFound, 1},
-		{"kv failing for longer than the window", "kv", 1000, lost,
-			store.Op{KV: []store.KV{{Key: "k", Value: []byte(`1`), Rev: 1}}}, lost, -1},
+			store.Op{Update: &store.SessionUpdate{Title: ptr("t")}}, nil, false, 2},
+		{"transcript, surely not written", "transcript", 2, lost, tr, nil, false, 3},
+		{"transcript, maybe written: not again", "transcript", 1, maybe(lost), tr, lost, true, 1},
+		{"fenced: not again", "kv", 1, fmt.Errorf("token 1: %w", store.ErrFenced), kv, store.ErrFenced, false, 1},
+		{"not found: not again", "kv", 1, store.ErrNotFound, kv, store.ErrNotFound, false, 1},
+		{"disk full: not again", "kv", 1, fmt.Errorf("%w: database or disk is full", store.ErrFull), kv, store.ErrFull, false, 1},
+		{"kv failing for longer than the window", "kv", 1000, lost, kv, lost, false, -1},
+		{"kv that may have landed, then failing to the end: unknown", "kv", 1000, maybe(lost), kv, lost, true, -1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -262,6 +288,9 @@ func TestWriterRetriesPassingFailures(t *testing.T) {
 			if tc.wantErr == nil && err != nil || tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
 				t.Fatalf("err %v, want %v", err, tc.wantErr)
 			}
+			if errors.Is(err, store.ErrOutcomeUnknown) != tc.wantUnknown {
+				t.Fatalf("err %v: unknown outcome %v, want %v", err, !tc.wantUnknown, tc.wantUnknown)
+			}
 			fs.mu.Lock()
 			calls := fs.calls[tc.kind]
 			fs.mu.Unlock()
@@ -281,3 +310,172 @@ func TestWriterRetriesPassingFailures(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Once an op of a chain fails, the later ops of the chain in the same epoch
+// fail unsent (they were built on it), other chains and later epochs are
+// written.
+func TestWriterAbortsTheRestOfAFailedChain(t *testing.T) {
+	ctx := context.Background()
+	rs := &recordingStore{Store: memstore.New(), release: make(chan struct{}), firstErr: store.ErrNotFound}
+	must(t, rs.CreateSession(ctx, store.Session{ID: "s", Owner: "alice"}))
+	w := store.NewWriter(rs, 1, quiet())
+	defer w.Close()
+	ops := []struct {
+		chain string
+		epoch uint64
+		want  error
+	}{
+		{"a", 0, store.ErrNotFound}, // fails
+		{"a", 0, store.ErrAborted},  // built on it
+		{"b", 0, nil},               // another chain
+		{"", 0, nil},                // no chain
+		{"a", 0, store.ErrAborted},
+		{"a", 1, nil}, // the chain's owner rolled back: a new epoch
+		{"a", 1, nil},
+	}
+	results := make([]error, len(ops))
+	var wg sync.WaitGroup
+	for i, o := range ops {
+		wg.Add(1)
+		w.Submit(store.Op{SessionID: "s", Chain: o.chain, Epoch: o.epoch, KV: []store.KV{{Key: fmt.Sprint("k", i), Value: []byte("1"), Rev: 1}},
+			Done: func(err error) { results[i] = err; wg.Done() }})
+		if i == 0 {
+			rs.waitCalls(t, 1) // the rest queue behind it
+		}
+	}
+	close(rs.release)
+	wg.Wait()
+	for i, o := range ops {
+		if o.want == nil && results[i] != nil || o.want != nil && !errors.Is(results[i], o.want) {
+			t.Errorf("op %d (chain %q, epoch %d): %v, want %v", i, o.chain, o.epoch, results[i], o.want)
+		}
+	}
+	if want := []string{"k0", "k2", "k3", "k5", "k6"}; !slices.Equal(rs.keys, want) {
+		t.Errorf("keys sent %v, want %v: an aborted op reached the store", rs.keys, want)
+	}
+	if !w.Available() {
+		t.Error("a write refused for what it is made the store unavailable")
+	}
+}
+
+// stallingStore blocks every write (PutKV, and UpdateSession, the probe's)
+// until stall is closed; then it fails the next fails of them with a
+// store's error.
+type stallingStore struct {
+	*memstore.Store
+	stall   chan struct{}
+	mu      sync.Mutex
+	fails   int
+	entered chan struct{}
+}
+
+func (s *stallingStore) Inline() bool { return false }
+
+func (s *stallingStore) PutKV(ctx context.Context, id string, fence store.Fence, entries []store.KV) error {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-s.stall:
+	case <-ctx.Done():
+		return maybe(ctx.Err())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fails > 0 {
+		s.fails--
+		return errors.New("connection refused")
+	}
+	return s.Store.PutKV(ctx, id, fence, entries)
+}
+
+func (s *stallingStore) UpdateSession(ctx context.Context, id string, fence store.Fence, u store.SessionUpdate) error {
+	select {
+	case <-s.stall:
+	case <-ctx.Done():
+		return maybe(ctx.Err())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fails > 0 {
+		s.fails--
+		return errors.New("connection refused")
+	}
+	return s.Store.UpdateSession(ctx, id, fence, u)
+}
+
+// A write in flight for longer than the stall bound makes the store
+// unavailable at once: ops queued meanwhile fail unsent, and a write that
+// then succeeds makes it available again. A store failure makes it
+// unavailable until a probe is answered.
+func TestWriterHealth(t *testing.T) {
+	ctx := context.Background()
+	ss := &stallingStore{Store: memstore.New(), stall: make(chan struct{}), entered: make(chan struct{}, 1)}
+	// Two sessions on the writer's two workers.
+	other := "t"
+	for i := 0; workerOf("s", 2) == workerOf(other, 2); i++ {
+		other = fmt.Sprint("t", i)
+	}
+	must(t, ss.CreateSession(ctx, store.Session{ID: "s", Owner: "alice"}))
+	must(t, ss.CreateSession(ctx, store.Session{ID: other, Owner: "alice"}))
+	w := store.NewWriter(ss, 2, quiet(), store.WithStallAfter(50*time.Millisecond),
+		store.WithProbe(10*time.Millisecond, 40*time.Millisecond, time.Second))
+	defer w.Close()
+	put := func(id string) chan error {
+		done := make(chan error, 1)
+		w.Submit(store.Op{SessionID: id, KV: []store.KV{{Key: "k", Value: []byte("1"), Rev: 1}}, Done: func(err error) { done <- err }})
+		return done
+	}
+
+	first := put("s")
+	<-ss.entered
+	eventually(t, "the stalled write makes the store unavailable", func() bool { return !w.Available() })
+	h := w.Health()
+	if h.Available || h.Err == nil || h.Since.IsZero() {
+		t.Errorf("health while stalled: %+v", h)
+	}
+	// Another worker refuses an op at once, unsent.
+	if err := <-put(other); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("an op submitted while the store was unavailable: %v, want ErrUnavailable", err)
+	}
+	// One queued behind the stalled write is written once the store is back.
+	queued := put("s")
+	close(ss.stall)
+	if err := <-first; err != nil {
+		t.Fatalf("the stalled write: %v", err)
+	}
+	if err := <-queued; err != nil {
+		t.Errorf("an op queued behind the stalled write: %v", err)
+	}
+	eventually(t, "the store available again", w.Available)
+
+	// A store failure: unavailable until a probe gets through (the store
+	// fails the write and the next two calls, then answers).
+	ss.mu.Lock()
+	ss.fails = 3
+	ss.mu.Unlock()
+	second := put("s")
+	eventually(t, "the failure makes the store unavailable", func() bool { return !w.Available() })
+	eventually(t, "a probe makes it available again", w.Available)
+	if err := <-second; err != nil {
+		t.Errorf("the failed write, tried again: %v", err)
+	}
+}
+
+// workerOf is the writer's worker of a session (its FNV-1a hash).
+func workerOf(id string, workers int) int {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return int(h.Sum32()) % workers
+}
+
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
