@@ -30,6 +30,12 @@ const (
 	CodeInvalidArgs          = "invalid_args"
 	CodeAgentUnavailable     = "agent_unavailable"
 	CodeDuplicateDomain      = "duplicate_domain"
+	// CodeStoreUnavailable: the store could not take the change, so it was
+	// not applied (try again).
+	CodeStoreUnavailable = "store_unavailable"
+	// CodeOutcomeUnknown: the change was sent to the store and its answer
+	// never came: it may or may not have been applied.
+	CodeOutcomeUnknown = "outcome_unknown"
 )
 
 // SurfaceKeyPrefix prefixes the session KV key of a domain's snapshot.

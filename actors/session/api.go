@@ -2,6 +2,7 @@ package session
 
 import (
 	"github.com/surfaced/surfaced/actors/session/internal/hub"
+	proc "github.com/surfaced/surfaced/agentproc"
 	"github.com/surfaced/surfaced/store"
 )
 
@@ -41,9 +42,12 @@ const (
 	CodeInternal      = "internal"
 	CodeImagesRefused = "images_not_supported"
 	CodeEmptyPrompt   = "empty_prompt"
-	// CodeStoreUnavailable: the store could not take the write; nothing was
-	// applied (try again).
-	CodeStoreUnavailable = "store_unavailable"
+	// CodeStoreUnavailable: the store could not take the write (or cannot
+	// now); nothing was applied (try again).
+	CodeStoreUnavailable = proc.CodeStoreUnavailable
+	// CodeOutcomeUnknown: the write was sent and its outcome never came
+	// back: it may or may not have been applied.
+	CodeOutcomeUnknown = proc.CodeOutcomeUnknown
 	// CodeTurnNotReplayable: a subscription from the running turn's start
 	// was asked for, but the replay window no longer holds that start.
 	CodeTurnNotReplayable = "turn_not_replayable"

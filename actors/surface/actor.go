@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -49,7 +50,8 @@ type Config struct {
 	Stored *store.KV
 
 	// Writer persists committed snapshots. Results and snapshots are released
-	// only once their write is durable.
+	// only once their write is durable; while it says the store cannot be
+	// written, commands are refused at once (store_unavailable).
 	Writer *store.Writer
 	// Fence is the session's lease token (a cluster); writes carry it, and a
 	// write refused because the lease moved fails its command with
@@ -76,9 +78,24 @@ type domainActor struct {
 	cfg    Config
 	log    *slog.Logger
 	key    string
-	state  json.RawMessage
-	rev    uint64
+	state  json.RawMessage // the newest snapshot, writes in flight included
+	rev    uint64          // its rev
 	native Instance
+
+	// What the store holds (or, before the first write, what a restart
+	// would start from): a failed write rolls the domain back to it.
+	durable    json.RawMessage
+	durableRev uint64
+	// revFloor is the highest rev whose write may have landed without the
+	// domain knowing (an unknown outcome): the next rev goes above it, so
+	// that the store never skips a new snapshot for one that landed late.
+	revFloor uint64
+	// epoch is the domain's chain epoch in the writer (store.Op.Chain): it
+	// moves on when a failed write is rolled back, so that the writes made
+	// on top of it are not written after all.
+	epoch uint64
+	// fenced: a write was refused because the session moved.
+	fenced bool
 
 	agent *actor.PID // agent-hosted: the agent process actor, nil while unavailable
 
@@ -99,6 +116,7 @@ type pending struct {
 	sender *actor.PID
 	id     string
 	timer  clock.Timer
+	epoch  uint64 // the domain's epoch when the state was sent to the agent
 }
 
 type outcome struct {
@@ -113,6 +131,7 @@ type outcome struct {
 type settleTimeout struct{ id string }
 type persisted struct {
 	wseq uint64
+	rev  uint64
 	err  error
 }
 
@@ -195,29 +214,72 @@ func (d *domainActor) settleTimedOut(ctx actor.Context, m *settleTimeout) {
 		fmt.Sprintf("the agent did not answer within %s; the state is unchanged", d.cfg.SettleWindow)), nil)
 }
 
-// persisted releases the outcomes whose snapshot write is done.
+// persisted releases the outcomes whose snapshot write is durable, or
+// rolls back a write that failed.
 func (d *domainActor) persisted(ctx actor.Context, m *persisted) {
-	fenced := errors.Is(m.err, store.ErrFenced)
-	if m.err != nil && !fenced {
-		// The snapshot stays the truth in memory; the next write carries it
-		// (every write is the full snapshot at a higher rev).
-		d.log.Error("snapshot write failed", "rev", d.rev, "err", m.err)
+	if errors.Is(m.err, store.ErrOutcomeUnknown) {
+		d.revFloor = max(d.revFloor, m.rev)
 	}
-	for _, o := range d.release {
-		if o.wseq == m.wseq {
-			o.done = true
-			if fenced {
-				// The session lives on another node now: this rev was
-				// never written, so it is neither published nor acked.
-				o.commit = nil
-				if o.result != nil {
-					o.result = &pb.CommandResult{Correlation: o.result.Correlation,
-						Refused: pb.Err("session_moved", "the session moved to another node; send the command again")}
-				}
+	i := slices.IndexFunc(d.release, func(o *outcome) bool { return o.wseq == m.wseq })
+	if i < 0 {
+		// Refused already, with the failed write it was built on.
+		return
+	}
+	if m.err == nil {
+		o := d.release[i]
+		o.done = true
+		d.durable, d.durableRev = o.commit.GetValue(), o.commit.GetRev()
+		d.flush(ctx)
+		return
+	}
+	if errors.Is(m.err, store.ErrFenced) {
+		d.fenced = true
+	}
+	d.rollBack(ctx, i, m.err)
+	d.flush(ctx)
+}
+
+// rollBack undoes the write of release[i], which failed with err, and every
+// change made after it: the domain is back at its durable snapshot and
+// rev, those commands are refused (they were not applied; their results
+// were computed on top of the failed write), and the domain's chain moves
+// to a new epoch so that the writes queued after it are not written.
+func (d *domainActor) rollBack(ctx actor.Context, i int, err error) {
+	code, msg := agentproc.CodeStoreUnavailable, "the store could not be written; the command was not applied"
+	switch {
+	case d.fenced:
+		// The session lives on another node now: these revs were never
+		// written, so they are neither published nor acked.
+		code, msg = "session_moved", "the session moved to another node; send the command again"
+	case errors.Is(err, store.ErrOutcomeUnknown):
+		code, msg = agentproc.CodeOutcomeUnknown, "the store did not answer in time: the command may or may not have been applied"
+	}
+	for k, o := range d.release[i:] {
+		o.done = true
+		o.commit = nil
+		if o.result != nil {
+			c, m := code, msg
+			if k > 0 && c == agentproc.CodeOutcomeUnknown {
+				// Built on the unknown write and never sent.
+				c, m = agentproc.CodeStoreUnavailable, "the store could not be written; the command was not applied"
 			}
+			o.result = &pb.CommandResult{Correlation: o.result.Correlation, Refused: pb.Err(c, m)}
 		}
 	}
-	d.flush(ctx)
+	if !d.fenced {
+		d.log.Error("snapshot write failed; back at the last durable rev", "rev", d.rev, "durableRev", d.durableRev,
+			"refused", len(d.release)-i, "err", err)
+	}
+	d.state, d.rev = d.durable, d.durableRev
+	d.epoch++
+	if d.cfg.Hosted == HostedNative && d.native != nil {
+		in, nerr := d.cfg.Native.New(d.durable)
+		if nerr != nil {
+			d.log.Error("native domain cannot return to its durable snapshot", "err", nerr)
+			in = nil
+		}
+		d.native = in
+	}
 }
 
 // stopping answers every command still waiting: the session is going.
@@ -250,6 +312,7 @@ func (d *domainActor) start(ctx actor.Context) {
 	} else if kv != nil {
 		d.rev = kv.Rev
 	}
+	var initial json.RawMessage
 	switch d.cfg.Hosted {
 	case HostedNative:
 		in, err := d.cfg.Native.New(stored)
@@ -272,21 +335,26 @@ func (d *domainActor) start(ctx actor.Context) {
 				d.log.Error("native domain initial state", "err", err)
 				return
 			}
-			d.commit(ctx, snap, nil, nil)
-		} else {
-			d.state = stored
+			initial = snap
 		}
 	case HostedAgent:
-		if stored != nil {
-			d.state = stored
-		} else {
-			initial := d.cfg.Initial
+		if stored == nil {
+			initial = d.cfg.Initial
 			if len(initial) == 0 || string(initial) == "null" {
 				initial = json.RawMessage("{}")
 			}
-			d.commit(ctx, initial, nil, nil)
 		}
 	}
+	if stored != nil {
+		d.state = stored
+		d.durable, d.durableRev = stored, d.rev
+		return
+	}
+	// Nothing stored: the initial state is what a restart would start from
+	// too, so it counts as durable at the rev before its first write (a
+	// failed first write loses nothing).
+	d.state, d.durable, d.durableRev = initial, initial, d.rev
+	d.commit(ctx, initial, nil, nil)
 }
 
 func (d *domainActor) result(cmd *pb.RunCommand, r Result) *pb.CommandResult {
@@ -306,6 +374,13 @@ func (d *domainActor) run(ctx actor.Context, p pending) {
 	cmd := p.cmd
 	if cmd.GetAction() == agentproc.SurfaceKey(d.cfg.Domain) {
 		d.respondAfterWrites(ctx, p.sender, d.result(cmd, Result{OK: true}))
+		return
+	}
+	if w := d.cfg.Writer; w != nil && !w.Available() {
+		// Refused before anything is applied: a change the store cannot
+		// take now would only be rolled back.
+		d.respondAfterWrites(ctx, p.sender, &pb.CommandResult{Correlation: cmd.GetCorrelation(),
+			Refused: pb.Err(agentproc.CodeStoreUnavailable, "the store cannot be written now; the command was not applied, try again")})
 		return
 	}
 	switch d.cfg.Hosted {
@@ -354,6 +429,7 @@ func (d *domainActor) run(ctx actor.Context, p pending) {
 		root := ctx.ActorSystem().Root
 		id := p.id
 		p.timer = d.clock().AfterFunc(d.cfg.SettleWindow, func() { root.Send(self, &settleTimeout{id: id}) })
+		p.epoch = d.epoch
 		d.inflight = &p
 		ctx.Send(d.agent, &pb.AgentSend{Line: line, ExpectId: p.id, ReplyTo: pb.PidOf(self)})
 	}
@@ -374,9 +450,15 @@ func (d *domainActor) finishDispatch(ctx actor.Context, res Result, state json.R
 	p := d.inflight
 	d.inflight = nil
 	p.timer.Stop()
-	if state != nil {
+	switch {
+	case p.epoch != d.epoch:
+		// The agent computed on a state that was rolled back meanwhile (its
+		// write failed): its answer is not applied.
+		d.respondAfterWrites(ctx, p.sender, &pb.CommandResult{Correlation: p.cmd.GetCorrelation(),
+			Refused: pb.Err(agentproc.CodeStoreUnavailable, "the store could not be written; the command was not applied")})
+	case state != nil:
 		d.commit(ctx, state, p.sender, d.result(p.cmd, res))
-	} else {
+	default:
 		d.respondAfterWrites(ctx, p.sender, d.result(p.cmd, res))
 	}
 	for d.inflight == nil && len(d.queue) > 0 {
@@ -387,7 +469,7 @@ func (d *domainActor) finishDispatch(ctx actor.Context, res Result, state json.R
 }
 
 // commit assigns the next rev to snap, persists it, and releases the result
-// and the snapshot once the write is durable.
+// and the snapshot once the write is durable (see persisted).
 func (d *domainActor) commit(ctx actor.Context, snap json.RawMessage, sender *actor.PID, res *pb.CommandResult) {
 	if len(snap) > d.cfg.MaxSnapshot {
 		if res != nil {
@@ -397,26 +479,28 @@ func (d *domainActor) commit(ctx actor.Context, snap json.RawMessage, sender *ac
 		d.respondAfterWrites(ctx, sender, res)
 		return
 	}
-	d.rev++
+	d.rev = max(d.rev, d.revFloor) + 1
 	d.state = snap
 	if res != nil {
 		res.Rev = d.rev
 	}
 	d.persist++
-	wseq := d.persist
+	wseq, rev := d.persist, d.rev
 	d.release = append(d.release, &outcome{
 		sender: sender, result: res, wseq: wseq,
-		commit: &pb.StateCommitted{Key: d.key, Value: snap, Rev: d.rev},
+		commit: &pb.StateCommitted{Key: d.key, Value: snap, Rev: rev},
 	})
 	op := store.Op{
 		SessionID: d.cfg.SessionID,
 		Fence:     d.cfg.Fence,
-		KV:        []store.KV{{Key: d.key, Value: snap, Rev: d.rev}},
+		KV:        []store.KV{{Key: d.key, Value: snap, Rev: rev}},
+		Chain:     d.key,
+		Epoch:     d.epoch,
 	}
-	if done, err := submit(ctx, d.cfg.Writer, op, func(err error) *persisted { return &persisted{wseq: wseq, err: err} }); done {
+	if done, err := submit(ctx, d.cfg.Writer, op, func(err error) *persisted { return &persisted{wseq: wseq, rev: rev, err: err} }); done {
 		// Written before Submit returned (an in-memory store): release now
 		// rather than after a round trip through the mailbox.
-		d.persisted(ctx, &persisted{wseq: wseq, err: err})
+		d.persisted(ctx, &persisted{wseq: wseq, rev: rev, err: err})
 	}
 	d.log.Debug("surface committed", "rev", d.rev, "bytes", len(snap))
 }
