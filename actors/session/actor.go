@@ -57,14 +57,17 @@ type sessionActor struct {
 	root     *actor.RootContext
 	behavior actor.Behavior
 
-	hub     *hub.Hub
-	kv      *kv.Table
-	turns   *turn.Machine
-	domains map[string]*domainRef
-	agent   agentLink
-	limiter *rate.Limiter
-	status  statusLine
-	tr      transcriptLog
+	hub *hub.Hub
+	kv  *kv.Table
+	// kvRolledBack are KV writes rolled back with an earlier one that failed,
+	// waiting for their own answer from the writer to be answered.
+	kvRolledBack map[uint64]*kv.Write
+	turns        *turn.Machine
+	domains      map[string]*domainRef
+	agent        agentLink
+	limiter      *rate.Limiter
+	status       statusLine
+	tr           transcriptLog
 	// idleCheck: something this message did may let the session sleep.
 	idleCheck bool
 	// reserved is the highest turn or prompt id the store says may have been
@@ -91,15 +94,17 @@ func newSessionActor(cfg Config) *sessionActor {
 		log = log.With("session", cfg.Record.ID)
 	}
 	s := &sessionActor{
-		cfg:     cfg,
-		deps:    cfg.Deps,
-		lim:     lim,
-		rec:     cfg.Record,
-		log:     log,
-		clock:   cfg.Deps.clock(),
-		kv:      kv.New(),
-		domains: map[string]*domainRef{},
-		limiter: rate.NewLimiter(rate.Limit(lim.CommandsPerSecond), lim.CommandsPerSecond),
+		cfg:   cfg,
+		deps:  cfg.Deps,
+		lim:   lim,
+		rec:   cfg.Record,
+		log:   log,
+		clock: cfg.Deps.clock(),
+		kv:    kv.New(),
+
+		kvRolledBack: map[uint64]*kv.Write{},
+		domains:      map[string]*domainRef{},
+		limiter:      rate.NewLimiter(rate.Limit(lim.CommandsPerSecond), lim.CommandsPerSecond),
 	}
 	s.behavior = actor.NewBehavior()
 	if cfg.Record.ID == "" {
@@ -118,6 +123,8 @@ type (
 	abortGrace   struct{ turn uint64 }
 	kvPersisted  struct {
 		seq uint64
+		key string
+		rev uint64
 		err error
 	}
 	trPersisted struct{ err error }

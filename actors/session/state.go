@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/surfaced/surfaced/actors/session/internal/kv"
 	proc "github.com/surfaced/surfaced/agentproc"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
@@ -72,6 +73,10 @@ func (s *sessionActor) surfaceLine(ctx actor.Context, typ string, line []byte) {
 			s.diagnostic("state_refused", fmt.Sprintf("the agent's value for %q is %d bytes, over the %d-byte limit", w.Key, len(w.Value), s.lim.MaxKVValue))
 			return
 		}
+		if !s.deps.Writer.Available() {
+			s.diagnostic("state_refused", fmt.Sprintf("the agent's write of %q was refused: the store cannot be written now", w.Key))
+			return
+		}
 		s.writeKV(ctx, w.Key, w.Value, typ == proc.TypeStateDelete, nil, false)
 	}
 }
@@ -82,7 +87,13 @@ func (s *sessionActor) agentCommandResult(ctx actor.Context, m *pb.CommandResult
 		return
 	}
 	r := proc.SurfaceCommandResult{Type: proc.TypeSurfaceCommandResult, ID: m.GetCorrelation(), OK: m.GetOk(), Data: m.GetData()}
-	if e := m.GetError(); e != nil && !m.GetOk() {
+	switch e := m.GetError(); {
+	case m.GetRefused() != nil:
+		// Refused before or after it ran (the store could not take it, the
+		// session moved): not applied, or not known to be.
+		r.OK, r.Data = false, nil
+		r.Error = &proc.ErrorBody{Code: m.GetRefused().GetCode(), Message: m.GetRefused().GetMessage()}
+	case e != nil && !m.GetOk():
 		r.Error = &proc.ErrorBody{Code: e.GetCode(), Message: e.GetMessage()}
 	}
 	s.sendLine(ctx, r, false)
@@ -106,6 +117,8 @@ func (s *sessionActor) setState(ctx actor.Context, m *pb.SetState) {
 	case !s.limiter.AllowN(s.clock.Now(), 1):
 		s.deps.Metrics.Limited()
 		ctx.Respond(&pb.SetStateResult{Error: pb.Err(CodeRateLimited, fmt.Sprintf("more than %d writes per second on this session", s.lim.CommandsPerSecond))})
+	case !s.deps.Writer.Available():
+		ctx.Respond(&pb.SetStateResult{Error: storeUnavailable("the value was not saved")})
 	default:
 		s.writeKV(ctx, key, m.GetValue(), m.GetDelete(), ctx.Sender(), true)
 	}
@@ -118,16 +131,40 @@ type kvReply struct {
 }
 
 // writeKV assigns the key's next rev and persists it; the frame, the answer
-// and the agent's state_changed go out once the write is durable.
+// and the agent's state_changed go out once the write is durable. The KV's
+// writes are one chain in the writer: a refused write rolls back the ones
+// made after it, and the writer does not write them either.
 func (s *sessionActor) writeKV(ctx actor.Context, key string, value json.RawMessage, del bool, sender *actor.PID, notify bool) {
 	w := s.kv.Set(key, value, del, kvReply{sender: sender, notify: notify})
-	self, root, seq := s.self, s.root, w.Seq
+	self, root, seq, rev := s.self, s.root, w.Seq, w.Rev
 	s.submit(store.Op{
-		KV:   []store.KV{w.KV()},
-		Done: func(err error) { root.Send(self, &kvPersisted{seq: seq, err: err}) }})
+		KV:    []store.KV{w.KV()},
+		Chain: kvChain,
+		Epoch: s.kv.Epoch(),
+		Done:  func(err error) { root.Send(self, &kvPersisted{seq: seq, key: key, rev: rev, err: err}) }})
+}
+
+// kvChain is the session KV's chain in the store writer (a domain's is its
+// snapshot's key, which a client cannot write).
+const kvChain = "kv"
+
+// storeUnavailable is the refusal of a change the store cannot take now.
+func storeUnavailable(what string) *pb.Error {
+	return pb.Err(CodeStoreUnavailable, "the store cannot be written now; "+what+", try again")
+}
+
+// writeRefusal is the refusal of a change whose write failed with err.
+func writeRefusal(err error, what string) *pb.Error {
+	if errors.Is(err, store.ErrOutcomeUnknown) {
+		return pb.Err(CodeOutcomeUnknown, "the store did not answer in time: "+what+" may or may not have been saved")
+	}
+	return pb.Err(CodeStoreUnavailable, "the store could not be written; "+what+" was not saved")
 }
 
 func (s *sessionActor) kvPersisted(ctx actor.Context, m *kvPersisted) {
+	if errors.Is(m.err, store.ErrOutcomeUnknown) {
+		s.kv.Burn(m.key, m.rev)
+	}
 	if errors.Is(m.err, store.ErrFenced) {
 		return // lostLease answers the waiting writers
 	}
@@ -145,10 +182,36 @@ func (s *sessionActor) kvPersisted(ctx actor.Context, m *kvPersisted) {
 	if len(refused) > 0 {
 		s.log.Error("KV write failed; the write and the ones made after it are refused", "err", m.err, "writes", len(refused))
 	}
-	for _, w := range refused {
-		if r := w.Reply.(kvReply); r.sender != nil {
-			ctx.Send(r.sender, &pb.SetStateResult{Error: pb.Err(CodeStoreUnavailable, "the store could not be written; the value was not saved")})
+	for i, w := range refused {
+		if i > 0 {
+			// Rolled back with the first; its own answer from the writer
+			// (aborted unsent, or sent with it in one call) says what to
+			// tell its writer.
+			s.kvRolledBack[w.Seq] = w
+			continue
 		}
+		s.kvRefused(w, m.err)
+	}
+	if w, ok := s.kvRolledBack[m.seq]; ok {
+		delete(s.kvRolledBack, m.seq)
+		if m.err == nil {
+			// Written, though rolled back: it cannot be, since the writer
+			// aborts what was built on a failed write; should it be, the
+			// key's next write must still go above it.
+			s.kv.Burn(w.Key, w.Rev)
+			m.err = store.ErrOutcomeUnknown
+		}
+		s.kvRefused(w, m.err)
+	}
+}
+
+// kvRefused answers the writer of a KV write that was not (or may not have
+// been) saved.
+func (s *sessionActor) kvRefused(w *kv.Write, err error) {
+	if r := w.Reply.(kvReply); r.sender != nil {
+		s.root.Send(r.sender, &pb.SetStateResult{Error: writeRefusal(err, "the value")})
+	} else {
+		s.diagnostic("state_refused", fmt.Sprintf("the agent's write of %q was not saved: the store could not be written", w.Key))
 	}
 }
 

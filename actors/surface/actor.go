@@ -125,6 +125,9 @@ type outcome struct {
 	commit *pb.StateCommitted
 	wseq   uint64 // the write this outcome waits for (0: none)
 	done   bool
+	// rolledBack: refused with an earlier write that failed; its own
+	// write's answer (aborted unsent, or sent in the same call) says how.
+	rolledBack bool
 }
 
 // Local messages from the actor's own timers and writer callbacks.
@@ -222,7 +225,20 @@ func (d *domainActor) persisted(ctx actor.Context, m *persisted) {
 	}
 	i := slices.IndexFunc(d.release, func(o *outcome) bool { return o.wseq == m.wseq })
 	if i < 0 {
-		// Refused already, with the failed write it was built on.
+		return
+	}
+	if o := d.release[i]; o.rolledBack {
+		err := m.err
+		if err == nil {
+			// Written, though built on a failed write: the writer aborts
+			// such writes, so this cannot be; should it be, the next rev
+			// must still go above it.
+			d.revFloor = max(d.revFloor, m.rev)
+			err = store.ErrOutcomeUnknown
+		}
+		o.done = true
+		o.result = d.refusal(o.result, err)
+		d.flush(ctx)
 		return
 	}
 	if m.err == nil {
@@ -245,25 +261,16 @@ func (d *domainActor) persisted(ctx actor.Context, m *persisted) {
 // were computed on top of the failed write), and the domain's chain moves
 // to a new epoch so that the writes queued after it are not written.
 func (d *domainActor) rollBack(ctx actor.Context, i int, err error) {
-	code, msg := agentproc.CodeStoreUnavailable, "the store could not be written; the command was not applied"
-	switch {
-	case d.fenced:
-		// The session lives on another node now: these revs were never
-		// written, so they are neither published nor acked.
-		code, msg = "session_moved", "the session moved to another node; send the command again"
-	case errors.Is(err, store.ErrOutcomeUnknown):
-		code, msg = agentproc.CodeOutcomeUnknown, "the store did not answer in time: the command may or may not have been applied"
-	}
 	for k, o := range d.release[i:] {
-		o.done = true
 		o.commit = nil
-		if o.result != nil {
-			c, m := code, msg
-			if k > 0 && c == agentproc.CodeOutcomeUnknown {
-				// Built on the unknown write and never sent.
-				c, m = agentproc.CodeStoreUnavailable, "the store could not be written; the command was not applied"
-			}
-			o.result = &pb.CommandResult{Correlation: o.result.Correlation, Refused: pb.Err(c, m)}
+		switch {
+		case k == 0 || o.wseq == 0:
+			// The failed write; or a command that wrote nothing, answered
+			// from the state that is rolled back.
+			o.done = true
+			o.result = d.refusal(o.result, err)
+		default:
+			o.rolledBack = true
 		}
 	}
 	if !d.fenced {
@@ -280,6 +287,25 @@ func (d *domainActor) rollBack(ctx actor.Context, i int, err error) {
 		}
 		d.native = in
 	}
+}
+
+// refusal turns the result of a command whose write failed with err (or
+// that was built on one that did) into its refusal; nil stays nil (a
+// commit of the domain's own).
+func (d *domainActor) refusal(res *pb.CommandResult, err error) *pb.CommandResult {
+	if res == nil {
+		return nil
+	}
+	code, msg := agentproc.CodeStoreUnavailable, "the store could not be written; the command was not applied"
+	switch {
+	case d.fenced:
+		// The session lives on another node now: these revs were never
+		// written, so they are neither published nor acked.
+		code, msg = "session_moved", "the session moved to another node; send the command again"
+	case errors.Is(err, store.ErrOutcomeUnknown):
+		code, msg = agentproc.CodeOutcomeUnknown, "the store did not answer in time: the command may or may not have been applied"
+	}
+	return &pb.CommandResult{Correlation: res.Correlation, Refused: pb.Err(code, msg)}
 }
 
 // stopping answers every command still waiting: the session is going.

@@ -139,17 +139,18 @@ func TestDomainRollsBackWhatTheStoreRefused(t *testing.T) {
 		t.Fatalf("first command after the outage: count %d rev %d, want 4 at rev %d", n(t, r), r.GetRev(), lastRev+1)
 	}
 
-	// Every snapshot published was durable, one rev after another.
-	var prev uint64
-	for len(h.commits) > 0 {
-		c := <-h.commits
-		if prev != 0 && c.GetRev() != prev+1 {
-			t.Errorf("published rev %d after %d", c.GetRev(), prev)
+	// Every snapshot published was durable, one rev after another, up to
+	// the last command's.
+	for prev := uint64(0); prev != r.GetRev(); {
+		select {
+		case c := <-h.commits:
+			if prev != 0 && c.GetRev() != prev+1 {
+				t.Fatalf("published rev %d after %d", c.GetRev(), prev)
+			}
+			prev = c.GetRev()
+		case <-time.After(10 * time.Second):
+			t.Fatalf("rev %d never published (last %d)", r.GetRev(), prev)
 		}
-		prev = c.GetRev()
-	}
-	if prev != r.GetRev() {
-		t.Errorf("last published rev %d, want %d", prev, r.GetRev())
 	}
 
 	kv, err := st.LoadKV(ctx, "s")

@@ -4,7 +4,13 @@
 // only once the store has it, in the order writes were made; a write the
 // store refused never becomes visible, and neither does any write made after
 // it (they were made on top of it). Every change of a key raises its rev by
-// exactly one, as clients see it.
+// exactly one, as clients see it; after a write whose outcome is unknown
+// (it may have landed) the key's next write goes above that rev, so that
+// the store never skips it for the one that landed late.
+//
+// The table's writes are one chain in the store's writer (store.Op.Chain):
+// Epoch is the chain's epoch, which moves on when writes are refused, so
+// that the writer does not write the ones still queued on top of them.
 //
 // A Table belongs to the session actor: one goroutine at a time, no locks.
 package kv
@@ -47,10 +53,21 @@ type Table struct {
 	durable map[string]Entry
 	pending []*Write
 	seq     uint64
+	epoch   uint64
+	floor   map[string]uint64 // per key, the highest rev that may have landed unknown
 }
 
 // New returns an empty table.
-func New() *Table { return &Table{durable: map[string]Entry{}} }
+func New() *Table { return &Table{durable: map[string]Entry{}, floor: map[string]uint64{}} }
+
+// Epoch is the epoch of the table's writes in the store writer's chain.
+func (t *Table) Epoch() uint64 { return t.epoch }
+
+// Burn records that key's write at rev may have landed without the table
+// knowing (its outcome is unknown): the key's next write goes above rev.
+func (t *Table) Burn(key string, rev uint64) {
+	t.floor[key] = max(t.floor[key], rev)
+}
 
 // Load sets the durable state read from the store (tombstones included).
 func (t *Table) Load(entries []store.KV) {
@@ -94,7 +111,7 @@ func (t *Table) Set(key string, value json.RawMessage, deleted bool, reply any) 
 		value = nil
 	}
 	t.seq++
-	w := &Write{Seq: t.seq, Key: key, Value: value, Rev: cur.Rev + 1, Deleted: deleted, Reply: reply}
+	w := &Write{Seq: t.seq, Key: key, Value: value, Rev: max(cur.Rev, t.floor[key]) + 1, Deleted: deleted, Reply: reply}
 	t.pending = append(t.pending, w)
 	return w
 }
@@ -106,8 +123,9 @@ func (t *Table) Pending() int { return len(t.pending) }
 // returns the writes now released, in order (this one and the ones after it
 // that were already done wait for the ones before them). On failure this
 // write and every pending write after it are refused and returned, in order:
-// the table is back to what the store has, plus the earlier pending writes.
-// An answer for a write no longer pending (refused already) changes nothing.
+// the table is back to what the store has, plus the earlier pending writes,
+// and its epoch moves on. An answer for a write no longer pending (refused
+// already) changes nothing.
 func (t *Table) Persisted(seq uint64, err error) (released, refused []*Write) {
 	i := t.index(seq)
 	if i < 0 {
@@ -117,6 +135,7 @@ func (t *Table) Persisted(seq uint64, err error) (released, refused []*Write) {
 		refused = append(refused, t.pending[i:]...)
 		clear(t.pending[i:])
 		t.pending = t.pending[:i]
+		t.epoch++
 		return nil, refused
 	}
 	t.pending[i].done = true
@@ -140,6 +159,9 @@ func (t *Table) Persisted(seq uint64, err error) (released, refused []*Write) {
 func (t *Table) RefuseAll() []*Write {
 	out := t.pending
 	t.pending = nil
+	if len(out) > 0 {
+		t.epoch++
+	}
 	return out
 }
 

@@ -99,12 +99,38 @@ func TestRefusedWriteRollsBackItAndLaterWrites(t *testing.T) {
 	if _, ok := tb.Get("b.x"); ok {
 		t.Fatal("b.x exists after its write was refused")
 	}
+	if tb.Epoch() != 1 {
+		t.Fatalf("epoch %d after a refusal, want 1: the writes queued on top must not be written", tb.Epoch())
+	}
 	if w := tb.Set("a.x", val(`9`), false, nil); w.Rev != 9 {
 		t.Fatalf("next rev %d, want 9 (no gap, no repeat)", w.Rev)
 	}
 	// A late answer for a refused write changes nothing.
 	if rel, ref := tb.Persisted(c.Seq, nil); rel != nil || ref != nil {
 		t.Fatal("late answer changed the table")
+	}
+}
+
+// A write whose outcome is unknown may have landed: the key's next write
+// goes above its rev (the store skips a rev it holds already), the others
+// keep theirs.
+func TestUnknownOutcomeBurnsTheRev(t *testing.T) {
+	tb := New()
+	tb.Load([]store.KV{{Key: "a.x", Value: val(`0`), Rev: 7}})
+	a := tb.Set("a.x", val(`1`), false, nil)
+	b := tb.Set("b.x", val(`1`), false, nil)
+	tb.Burn(a.Key, a.Rev)
+	if _, ref := tb.Persisted(a.Seq, errors.New("unknown")); !eq(seqs(ref), []uint64{a.Seq, b.Seq}) {
+		t.Fatalf("refused %v", seqs(ref))
+	}
+	if e, _ := tb.Get("a.x"); e.Rev != 7 || string(e.Value) != "0" {
+		t.Fatalf("after the unknown write %+v, want what the store surely has (rev 7)", e)
+	}
+	if w := tb.Set("a.x", val(`2`), false, nil); w.Rev != 9 {
+		t.Fatalf("next rev %d, want 9: above the rev that may have landed", w.Rev)
+	}
+	if w := tb.Set("b.x", val(`2`), false, nil); w.Rev != 1 {
+		t.Fatalf("b.x rev %d, want 1 (its write was never sent)", w.Rev)
 	}
 }
 
