@@ -62,12 +62,15 @@ type sessionActor struct {
 	// kvRolledBack are KV writes rolled back with an earlier one that failed,
 	// waiting for their own answer from the writer to be answered.
 	kvRolledBack map[uint64]*kv.Write
-	turns        *turn.Machine
-	domains      map[string]*domainRef
-	agent        agentLink
-	limiter      *rate.Limiter
-	status       statusLine
-	tr           transcriptLog
+	// prompts are the prompts whose record is being written, by id: whom
+	// to answer once it is durable.
+	prompts map[uint64]*actor.PID
+	turns   *turn.Machine
+	domains map[string]*domainRef
+	agent   agentLink
+	limiter *rate.Limiter
+	status  statusLine
+	tr      transcriptLog
 	// idleCheck: something this message did may let the session sleep.
 	idleCheck bool
 	// reserved is the highest turn or prompt id the store says may have been
@@ -103,6 +106,7 @@ func newSessionActor(cfg Config) *sessionActor {
 		kv:    kv.New(),
 
 		kvRolledBack: map[uint64]*kv.Write{},
+		prompts:      map[uint64]*actor.PID{},
 		domains:      map[string]*domainRef{},
 		limiter:      rate.NewLimiter(rate.Limit(lim.CommandsPerSecond), lim.CommandsPerSecond),
 	}
@@ -127,9 +131,13 @@ type (
 		rev uint64
 		err error
 	}
-	trPersisted struct{ err error }
-	renewLease  struct{}
-	fencedOut   struct{ err error }
+	trPersisted    struct{ err error }
+	promptRecorded struct {
+		id  uint64
+		err error
+	}
+	renewLease struct{}
+	fencedOut  struct{ err error }
 )
 
 // Receive routes to the current behaviour, then sends what it emitted to
@@ -222,6 +230,8 @@ func (s *sessionActor) live(ctx actor.Context) {
 		s.kvPersisted(ctx, m)
 	case *trPersisted:
 		s.trPersisted(m)
+	case *promptRecorded:
+		s.promptRecorded(ctx, m)
 	case *renewLease:
 		s.renewLease(ctx)
 	case *fencedOut:
@@ -259,6 +269,10 @@ func (s *sessionActor) ended(ctx actor.Context) {
 		s.kvPersisted(ctx, m)
 	case *trPersisted:
 		s.trPersisted(m)
+	case *promptRecorded:
+		// Recorded as the session ended: in the transcript, and answered
+		// as not answered (the machine is closed).
+		s.promptRecorded(ctx, m)
 	case *renewLease:
 		s.renewLease(ctx)
 	case *fencedOut:

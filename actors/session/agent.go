@@ -407,11 +407,12 @@ func (s *sessionActor) agentDiagnostic(m *pb.AgentDiagnostic) {
 // turnOut carries out what the turn machine says.
 type turnOut struct{ s *sessionActor }
 
-func (o turnOut) Emit(ev *pb.Event, sticky string) { o.s.emit(ev, sticky) }
-func (o turnOut) Unstick(key string)               { o.s.hub.Unstick(key) }
-func (o turnOut) Transcript(entries []store.Entry) { o.s.appendTranscript(entries) }
-func (o turnOut) Title(title string)               { o.s.setTitle(title) }
-func (o turnOut) Model(m *proc.Model)              { o.s.learnModel(m) }
+func (o turnOut) Emit(ev *pb.Event, sticky string)    { o.s.emit(ev, sticky) }
+func (o turnOut) Unstick(key string)                  { o.s.hub.Unstick(key) }
+func (o turnOut) Transcript(entries []store.Entry)    { o.s.appendTranscript(entries) }
+func (o turnOut) Record(id uint64, entry store.Entry) { o.s.recordPrompt(id, entry) }
+func (o turnOut) Title(title string)                  { o.s.setTitle(title) }
+func (o turnOut) Model(m *proc.Model)                 { o.s.learnModel(m) }
 
 // Send needs the actor's context for the hop; the agent actor is a child, so
 // the system's root sends it just as well and in the same order.

@@ -190,8 +190,12 @@ func (d *Cluster) Request(ctx context.Context, id string, msg proto.Message) (pr
 			return nil, fmt.Errorf("session %s: %w: %w", id, ErrUnavailable, err)
 		case err == nil:
 			if code := refusal(res); code != "" {
-				if code == CodeNotFound {
+				switch code {
+				case CodeNotFound:
 					return nil, ErrNotFound
+				case CodeStoreUnavailable:
+					d.c.PidCache.Remove(id, GrainKind)
+					return nil, fmt.Errorf("session %s: %w", id, ErrStoreUnavailable)
 				}
 				// The session cannot run there (yet): its lease is elsewhere
 				// or it is stopping. Ask the owner again.

@@ -20,6 +20,10 @@ var ErrNotFound = errors.New("session not found")
 // ErrUnavailable is returned when the session could not be reached in time.
 var ErrUnavailable = errors.New("session unavailable")
 
+// ErrStoreUnavailable is returned when the session could not be brought up
+// because the store could not be read.
+var ErrStoreUnavailable = errors.New("the store could not be read")
+
 // DefaultRequestTimeout bounds a request without a context deadline. It is
 // longer than the settle window so that an agent-hosted command times out in
 // its domain actor, with a clear result, before the request does.
@@ -85,6 +89,17 @@ func (l *Local) Request(ctx context.Context, id string, msg proto.Message) (prot
 		}
 		if err != nil {
 			return nil, fmt.Errorf("session %s: %w: %w", id, ErrUnavailable, err)
+		}
+		if e, ok := res.(*pb.Error); ok {
+			// The activation could not serve: it answered why.
+			l.forget(id, pid)
+			switch e.GetCode() {
+			case CodeNotFound:
+				return nil, ErrNotFound
+			case CodeStoreUnavailable:
+				return nil, fmt.Errorf("session %s: %w: %s", id, ErrStoreUnavailable, e.GetMessage())
+			}
+			return nil, fmt.Errorf("session %s: %w: %s", id, ErrUnavailable, e.GetMessage())
 		}
 		pm, ok := res.(proto.Message)
 		if !ok {
@@ -204,7 +219,7 @@ func (l *Local) activate(ctx context.Context, id string) (*actor.PID, error) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("session %s: load: %w", id, err)
+		return nil, fmt.Errorf("session %s: load: %w: %w", id, ErrStoreUnavailable, err)
 	}
 	var pid *actor.PID
 	props := Props(Config{Record: rec, Deps: l.deps, OnStopping: func(p *actor.PID) { l.forget(id, p) }})

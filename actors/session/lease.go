@@ -137,6 +137,7 @@ func (s *sessionActor) lostLease(ctx actor.Context, err error) {
 			ctx.Send(r.sender, &pb.SetStateResult{Error: pb.Err(CodeMoved, "the session moved to another node; try again")})
 		}
 	}
+	s.answerPrompts(ctx, pb.Err(CodeMoved, "the session moved to another node; send the prompt again"))
 	s.hub.End("moved")
 	s.flush(ctx)
 	s.stopAgent(ctx)

@@ -17,6 +17,10 @@ import (
 	"github.com/surfaced/surfaced/store"
 )
 
+// loadTimeout bounds the reads that bring a session up: a store that does
+// not answer by then is unavailable, and the activation is refused.
+const loadTimeout = 10 * time.Second
+
 // idBlock is how many turn and prompt ids an activation reserves at a time:
 // the store keeps the highest id reserved, so that ids handed out before a
 // crash are never handed out again (gaps are fine, repeats are not).
@@ -39,11 +43,16 @@ func (s *sessionActor) started(ctx actor.Context) {
 	s.spec = spec
 	s.status.images = spec.Images
 
-	loadCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	loadCtx, cancel := context.WithTimeout(context.Background(), loadTimeout)
 	kvs, err := s.deps.Writer.Store().LoadKV(loadCtx, s.rec.ID)
 	cancel()
 	if err != nil {
-		s.log.Error("session KV could not be loaded", "err", err)
+		// Without its KV the session would write revs the store already
+		// holds (and skips): it must not serve. The next request tries a
+		// new activation.
+		s.log.Error("session KV could not be loaded; not activating", "err", err)
+		s.refuseFor(ctx, pb.Err(CodeStoreUnavailable, "the session's state could not be read from the store; try again"))
+		return
 	}
 	s.kv.Load(kvs)
 	for _, k := range s.kv.Keys() {
@@ -196,6 +205,8 @@ func (s *sessionActor) stopping(ctx actor.Context) {
 		s.hub.End("moved")
 		s.flush(ctx)
 	}
+	// Prompts whose record is in flight: it may land, or not, after this.
+	s.answerPrompts(ctx, pb.Err(CodeOutcomeUnknown, "the session stopped before the prompt's record was confirmed: it may or may not be in the transcript"))
 	s.releaseLease()
 	s.agent.stopTimer()
 	if s.agent.pid != nil {
@@ -227,7 +238,7 @@ func (s *sessionActor) armIdle(ctx actor.Context) {
 
 // quiet: nobody watches, no turn runs, nothing waits.
 func (s *sessionActor) quiet() bool {
-	return s.hub.Len() == 0 && !s.turns.Busy() && s.turns.Queued() == 0 && s.kv.Pending() == 0
+	return s.hub.Len() == 0 && !s.turns.Busy() && s.turns.Queued() == 0 && s.kv.Pending() == 0 && len(s.prompts) == 0
 }
 
 // idle puts a live session nobody uses to sleep.

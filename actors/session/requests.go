@@ -1,6 +1,7 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -8,6 +9,7 @@ import (
 	"github.com/surfaced/surfaced/actors/session/internal/turn"
 	proc "github.com/surfaced/surfaced/agentproc"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+	"github.com/surfaced/surfaced/store"
 )
 
 func (s *sessionActor) getSummary(ctx actor.Context, m *pb.GetSummary) {
@@ -37,14 +39,66 @@ func (s *sessionActor) prompt(ctx actor.Context, m *pb.Prompt) {
 		ctx.Respond(&pb.PromptResult{Error: pb.Err(CodeUnavailable, "the agent is not running: "+s.status.detail)})
 		return
 	}
-	acc, refused := s.turns.Prompt(turn.Prompt{Text: m.GetMessage(), Images: m.GetImages(), Via: m.GetCaller().GetVia(), Tag: m.GetClientTag()})
+	if !s.deps.Writer.Available() {
+		ctx.Respond(&pb.PromptResult{Error: storeUnavailable("the prompt was not taken")})
+		return
+	}
+	id, refused := s.turns.Prompt(turn.Prompt{Text: m.GetMessage(), Images: m.GetImages(), Via: m.GetCaller().GetVia(), Tag: m.GetClientTag()})
 	if refused != nil {
 		ctx.Respond(&pb.PromptResult{Error: refused})
 		return
 	}
-	s.deps.Metrics.Prompt()
-	ctx.Respond(&pb.PromptResult{Accepted: true, Queued: acc.Queued, PromptId: acc.ID})
+	// Answered once its record is durable (promptRecorded).
+	s.prompts[id] = ctx.Sender()
 	ctx.CancelReceiveTimeout()
+}
+
+// recordPrompt writes a prompt's user entry; the prompt is answered, and
+// the turn machine told, when the write is done.
+func (s *sessionActor) recordPrompt(id uint64, entry store.Entry) {
+	self, root := s.self, s.root
+	s.submit(store.Op{Transcript: []store.Entry{entry},
+		Done: func(err error) { root.Send(self, &promptRecorded{id: id, err: err}) }})
+}
+
+// promptRecorded answers a prompt whose record is done: accepted once it
+// is durable (it is in the transcript whatever happens next), refused when
+// its write failed (it never happened), or unknown.
+func (s *sessionActor) promptRecorded(ctx actor.Context, m *promptRecorded) {
+	sender, waiting := s.prompts[m.id]
+	delete(s.prompts, m.id)
+	if m.err != nil {
+		s.turns.Unrecorded(m.id)
+		s.log.Warn("prompt not taken: its record failed", "prompt", m.id, "err", m.err)
+		if waiting && sender != nil {
+			res := &pb.PromptResult{Error: writeRefusal(m.err, "the prompt")}
+			if errors.Is(m.err, store.ErrFenced) {
+				res.Error = pb.Err(CodeMoved, "the session moved to another node; send the prompt again")
+			}
+			ctx.Send(sender, res)
+		}
+		s.idleCheck = true
+		return
+	}
+	acc, ok := s.turns.Recorded(m.id)
+	if !ok {
+		return
+	}
+	s.deps.Metrics.Prompt()
+	if waiting && sender != nil {
+		ctx.Send(sender, &pb.PromptResult{Accepted: true, Queued: acc.Queued, PromptId: acc.ID})
+	}
+}
+
+// answerPrompts answers the prompts whose record is still in flight when
+// the activation goes: their outcome is not known here.
+func (s *sessionActor) answerPrompts(ctx actor.Context, e *pb.Error) {
+	for id, sender := range s.prompts {
+		if sender != nil {
+			ctx.Send(sender, &pb.PromptResult{Error: e})
+		}
+		delete(s.prompts, id)
+	}
 }
 
 func (s *sessionActor) abort(ctx actor.Context, m *pb.Abort) {

@@ -130,6 +130,7 @@ func TestAgentLifecycle(t *testing.T) {
 			`chat {"type":"start-step"}`,
 			`chat {"type":"text-start","id":"1-1-t0"}`,
 			`chat {"type":"text-delta","id":"1-1-t0","delta":"par"}`,
+			`record user "next" turn=0 prompt=2 via=browser`,
 			`chat {"type":"data-user-message","data":{"promptId":2,"text":"next","via":"browser","queued":true}}`,
 			`status busy=true queued=1`,
 			`prompt 2 queued`,
@@ -163,6 +164,7 @@ func TestAgentLifecycle(t *testing.T) {
 		name:  "an agent that exits between turns changes nothing",
 		steps: steps(ready(), gone("exit code 2"), prompt("hi")),
 		want: []string{
+			`record user "hi" turn=0 prompt=1 via=browser`,
 			`chat {"type":"data-user-message","data":{"promptId":1,"text":"hi","via":"browser","queued":true}}`,
 			`status busy=false queued=1`,
 			`prompt 1 queued`,
@@ -178,6 +180,7 @@ func TestAgentLifecycle(t *testing.T) {
 			`chat {"type":"start-step"}`,
 			`chat {"type":"text-start","id":"1-1-t0"}`,
 			`chat {"type":"text-delta","id":"1-1-t0","delta":"par"}`,
+			`record user "next" turn=0 prompt=2 via=browser`,
 			`chat {"type":"data-user-message","data":{"promptId":2,"text":"next","via":"browser","queued":true}}`,
 			`status busy=true queued=1`,
 			`prompt 2 queued`,
@@ -232,6 +235,7 @@ func TestAgentStoppedHoldsPrompts(t *testing.T) {
 	m, r := newMachine(t, Config{})
 	play(m, r, steps(ready(), func(m *Machine, r *recorder) { m.AgentStopped() }, prompt("hi")))
 	check(t, r.lines, []string{
+		`record user "hi" turn=0 prompt=1 via=browser`,
 		`chat {"type":"data-user-message","data":{"promptId":1,"text":"hi","via":"browser","queued":true}}`,
 		`status busy=false queued=1`,
 		`prompt 1 queued`,

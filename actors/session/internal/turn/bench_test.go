@@ -21,13 +21,14 @@ func (c *countOut) Emit(ev *pb.Event, sticky string) {
 		c.other++
 	}
 }
-func (c *countOut) Unstick(string)           { c.other++ }
-func (c *countOut) Send(Command)             { c.other++ }
-func (c *countOut) Transcript([]store.Entry) { c.other++ }
-func (c *countOut) Status()                  { c.other++ }
-func (c *countOut) Title(string)             { c.other++ }
-func (c *countOut) AbortGrace(uint64)        { c.other++ }
-func (c *countOut) Model(*proc.Model)        { c.other++ }
+func (c *countOut) Unstick(string)             { c.other++ }
+func (c *countOut) Send(Command)               { c.other++ }
+func (c *countOut) Transcript([]store.Entry)   { c.other++ }
+func (c *countOut) Record(uint64, store.Entry) { c.other++ }
+func (c *countOut) Status()                    { c.other++ }
+func (c *countOut) Title(string)               { c.other++ }
+func (c *countOut) AbortGrace(uint64)          { c.other++ }
+func (c *countOut) Model(*proc.Model)          { c.other++ }
 
 // deltaLine is a text_delta message_update as pi writes it: the message so
 // far (soFar bytes of text) in "message" and again in the event's "partial".
@@ -57,9 +58,11 @@ func BenchmarkTextDelta(b *testing.B) {
 			out := &countOut{}
 			m := New(Config{Out: out})
 			m.AgentReady()
-			if _, err := m.Prompt(Prompt{Text: "hi"}); err != nil {
+			id, err := m.Prompt(Prompt{Text: "hi"})
+			if err != nil {
 				b.Fatal(err)
 			}
+			m.Recorded(id)
 			if err := m.AgentLine(proc.EventAgentStart, []byte(`{"type":"agent_start"}`)); err != nil {
 				b.Fatal(err)
 			}

@@ -4,6 +4,15 @@
 // the session decides (the agent is ready, gone, stopped) go in; typed chat
 // events, agent commands and transcript entries come out, through Out.
 //
+// A prompt is recorded before it is accepted: the machine asks the session
+// to write its user entry (Out.Record) and shows nothing of it, and starts
+// nothing, until the session says the entry is durable (Recorded); a
+// prompt whose record failed is dropped (Unrecorded), as if it never came.
+// A client's "accepted" is thus a promise the transcript keeps. A prompt
+// that starts a turn at once names that turn in its record; one that waits
+// is recorded with turn 0, and the turn that answers it writes its entry
+// again with its id (readers keep a prompt's last entry).
+//
 // One turn runs at a time. A prompt that arrives while a turn runs (or
 // before the agent is ready) waits in the inbox; the next turn answers every
 // prompt waiting then, in one prompt command whose message joins their texts

@@ -68,8 +68,11 @@ type toolStream struct {
 }
 
 // newTurn makes a turn with the next turn id (not yet the current one).
-func (m *Machine) newTurn() *turn {
-	t := &turn{id: m.next(&m.turnID), tools: map[string]json.RawMessage{}, calls: map[int]*toolStream{}}
+func (m *Machine) newTurn() *turn { return m.turnWithID(m.next(&m.turnID)) }
+
+// turnWithID is a turn with an id handed out already.
+func (m *Machine) turnWithID(id uint64) *turn {
+	t := &turn{id: id, tools: map[string]json.RawMessage{}, calls: map[int]*toolStream{}}
 	if m.now != nil {
 		t.started = m.now()
 	}

@@ -21,6 +21,7 @@ import (
 //	send <line>                          (no answer awaited)
 //	call <line>                          (its answer goes to Reply)
 //	transcript <role> ...                (one line per entry)
+//	record user ...                      (a prompt's entry, before it is accepted)
 //	status busy=<bool> queued=<n>
 //	title <title>
 //	grace <turn id>
@@ -101,6 +102,14 @@ func (r *recorder) Transcript(entries []store.Entry) {
 	}
 }
 
+func (r *recorder) Record(id uint64, e store.Entry) {
+	if e.Role != "user" || e.PromptID != id {
+		r.t.Errorf("record of prompt %d: %+v", id, e)
+	}
+	r.entries = append(r.entries, e)
+	r.add("record user %q turn=%d prompt=%d via=%s", e.Text, e.TurnID, e.PromptID, e.Via)
+}
+
 func (r *recorder) Status()                  { r.add("status busy=%t queued=%d", r.m.Busy(), r.m.Queued()) }
 func (r *recorder) Title(title string)       { r.add("title %s", title) }
 func (r *recorder) AbortGrace(turnID uint64) { r.add("grace %d", turnID) }
@@ -169,22 +178,53 @@ func forget() step { return func(m *Machine, r *recorder) { r.lines = nil } }
 
 func ready() step { return func(m *Machine, r *recorder) { m.AgentReady() } }
 
-// prompt sends a prompt from the browser; its result is recorded as
-// "prompt <id> [queued]" or "refused <code>".
+// prompt sends a prompt from the browser and its record is durable at once;
+// its result is recorded as "prompt <id> [queued]" or "refused <code>".
 func prompt(text string) step { return promptFull(Prompt{Text: text, Via: "browser"}) }
 
 func promptFull(p Prompt) step {
 	return func(m *Machine, r *recorder) {
-		a, err := m.Prompt(p)
-		switch {
-		case err != nil:
+		id, err := m.Prompt(p)
+		if err != nil {
 			r.add("refused %s", err.GetCode())
+			return
+		}
+		recordedStep(id)(m, r)
+	}
+}
+
+// promptRecording sends a prompt whose record stays in flight until
+// recorded or unrecorded.
+func promptRecording(text string) step {
+	return func(m *Machine, r *recorder) {
+		id, err := m.Prompt(Prompt{Text: text, Via: "browser"})
+		if err != nil {
+			r.add("refused %s", err.GetCode())
+			return
+		}
+		r.add("recording %d", id)
+	}
+}
+
+// recordedStep says prompt id's record is durable; the prompt's answer is
+// recorded as "prompt <id> [queued]", or "not waiting <id>".
+func recordedStep(id uint64) step {
+	return func(m *Machine, r *recorder) {
+		a, ok := m.Recorded(id)
+		switch {
+		case !ok:
+			r.add("not waiting %d", id)
 		case a.Queued:
 			r.add("prompt %d queued", a.ID)
 		default:
 			r.add("prompt %d", a.ID)
 		}
 	}
+}
+
+// unrecorded says prompt id's record failed.
+func unrecorded(id uint64) step {
+	return func(m *Machine, r *recorder) { m.Unrecorded(id); r.add("dropped %d", id) }
 }
 
 // pi feeds agent lines (pi events); a line the machine refuses is recorded

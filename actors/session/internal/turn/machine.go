@@ -46,6 +46,11 @@ type Out interface {
 	Send(cmd Command)
 	// Transcript appends entries to the session's transcript.
 	Transcript(entries []store.Entry)
+	// Record appends a prompt's user entry to the transcript before the
+	// prompt is accepted: the session answers the prompt, and tells the
+	// machine (Recorded or Unrecorded), once the entry is durable or its
+	// write failed, in the order of the records.
+	Record(promptID uint64, entry store.Entry)
 	// Status says that Busy or Queued changed: the session emits its status.
 	Status()
 	// Title says that the agent named the session.
@@ -110,13 +115,22 @@ type Accepted struct {
 	Queued bool
 }
 
-// queued is a prompt waiting in the inbox.
+// queued is a prompt in the inbox: waiting for its record, then for its
+// turn.
 type queued struct {
 	id     uint64
 	text   string
 	images []*pb.Image
 	via    string
 	tag    string
+	// recorded: its user entry is durable, and it is accepted.
+	recorded bool
+	// turn is the turn id its record names: handed out with the prompt when
+	// it was to start a turn at once; 0 when it was to wait.
+	turn uint64
+	// failWhy, when set, fails it as soon as it is recorded: the inbox was
+	// failed (FailInbox) while its record was in flight.
+	failWhy string
 }
 
 // Machine is a session's turns, inbox and agent dialogs. The zero value is
@@ -172,8 +186,20 @@ func New(cfg Config) *Machine {
 // Busy reports whether a turn runs.
 func (m *Machine) Busy() bool { return m.cur != nil }
 
-// Queued is the number of prompts waiting in the inbox.
-func (m *Machine) Queued() int { return len(m.inbox) }
+// Queued is the number of accepted prompts waiting in the inbox (those
+// whose record is in flight are not accepted yet).
+func (m *Machine) Queued() int {
+	n := 0
+	for _, q := range m.inbox {
+		if q.recorded {
+			n++
+		}
+	}
+	return n
+}
+
+// Recording is the number of prompts whose record is in flight.
+func (m *Machine) Recording() int { return len(m.inbox) - m.Queued() }
 
 // LastID is the highest turn or prompt id handed out (Config.LastID when
 // none was).
@@ -223,28 +249,74 @@ func turnStart(id uint64, promptIDs []uint64) *pb.ChatEvent_TurnStart {
 	return &pb.ChatEvent_TurnStart{TurnStart: &pb.TurnStart{TurnId: id, PromptIds: promptIDs, MessageId: wire.MessageID(id)}}
 }
 
-// Prompt takes a prompt: it starts a turn at once when the agent is ready
-// and idle, else it waits in the inbox. A refused prompt (no text and no
-// images, images the agent does not take, a full inbox) changes nothing.
-func (m *Machine) Prompt(p Prompt) (Accepted, *pb.Error) {
+// Prompt takes a prompt: it hands out the prompt's id and asks the session
+// to record its user entry (Out.Record), and nothing else happens until the
+// record is durable: Recorded accepts the prompt (its user message; a turn
+// starts at once when the agent is ready and idle, else it waits in the
+// inbox), Unrecorded drops it as if it never came. A refused prompt (no
+// text and no images, images the agent does not take, a full inbox)
+// changes nothing.
+func (m *Machine) Prompt(p Prompt) (id uint64, refused *pb.Error) {
 	switch {
 	case strings.TrimSpace(p.Text) == "" && len(p.Images) == 0:
-		return Accepted{}, pb.Err(CodeEmptyPrompt, "the prompt has no text")
+		return 0, pb.Err(CodeEmptyPrompt, "the prompt has no text")
 	case len(p.Images) > 0 && (m.images == nil || !m.images()):
-		return Accepted{}, pb.Err(CodeImagesRefused, "this agent does not accept images")
+		return 0, pb.Err(CodeImagesRefused, "this agent does not accept images")
 	case len(m.inbox) >= m.inboxMax:
-		return Accepted{}, pb.Err(CodeInboxFull, fmt.Sprintf("%d prompts are already waiting", len(m.inbox)))
+		return 0, pb.Err(CodeInboxFull, fmt.Sprintf("%d prompts are already waiting", len(m.inbox)))
 	}
 	q := queued{id: m.next(&m.promptID), text: p.Text, images: p.Images, via: p.Via, tag: p.Tag}
-	willQueue := m.cur != nil || !m.ready || len(m.inbox) > 0
+	if m.cur == nil && m.ready && len(m.inbox) == 0 {
+		// It will start a turn as soon as it is recorded: its record names
+		// that turn, and the turn does not write it again.
+		q.turn = m.next(&m.turnID)
+	}
 	m.inbox = append(m.inbox, q)
+	m.out.Record(q.id, store.Entry{Role: "user", Text: q.text, Via: q.via, TurnID: q.turn, PromptID: q.id, At: m.stamp()})
+	return q.id, nil
+}
+
+// Recorded says the record of prompt id is durable: the prompt is
+// accepted, and Accepted says how. False for a prompt that is not waiting
+// for its record.
+func (m *Machine) Recorded(id uint64) (Accepted, bool) {
+	i := m.indexOf(id)
+	if i < 0 || m.inbox[i].recorded {
+		return Accepted{}, false
+	}
+	q := &m.inbox[i]
+	q.recorded = true
+	waits := m.cur != nil || !m.ready || i > 0 || q.failWhy != ""
 	m.chat(&pb.ChatEvent_UserMessage{UserMessage: &pb.UserMessage{
-		PromptId: q.id, Text: q.text, Via: q.via, Tag: q.tag, Queued: willQueue, Images: uint32(len(q.images))}})
-	if willQueue {
+		PromptId: q.id, Text: q.text, Via: q.via, Tag: q.tag, Queued: waits, Images: uint32(len(q.images))}})
+	if q.failWhy != "" {
+		failed := *q
+		m.inbox = append(m.inbox[:i], m.inbox[i+1:]...)
+		m.failPrompts([]queued{failed}, failed.failWhy)
+		return Accepted{ID: id, Queued: true}, true
+	}
+	if waits {
 		m.out.Status() // the queued count changed
 	}
 	m.maybeStart()
-	return Accepted{ID: q.id, Queued: willQueue}, nil
+	return Accepted{ID: id, Queued: waits}, true
+}
+
+// Unrecorded says the record of prompt id failed: the prompt is dropped,
+// as if it never came (nothing of it was shown).
+func (m *Machine) Unrecorded(id uint64) {
+	if i := m.indexOf(id); i >= 0 && !m.inbox[i].recorded {
+		m.inbox = append(m.inbox[:i], m.inbox[i+1:]...)
+	}
+}
+
+func (m *Machine) indexOf(id uint64) int {
+	for i, q := range m.inbox {
+		if q.id == id {
+			return i
+		}
+	}
+	return -1
 }
 
 // AgentReady says the agent takes prompts: a turn starts for the prompts
@@ -295,13 +367,30 @@ func (m *Machine) Close(why string) {
 
 // FailInbox answers every queued prompt with one turn that says it was not
 // answered (nothing can run them: the agent did not start, or will not be
-// restarted).
+// restarted). A prompt whose record is in flight is failed the same way
+// once it is recorded.
 func (m *Machine) FailInbox(why string) {
-	if len(m.inbox) == 0 {
+	var batch []queued
+	kept := m.inbox[:0]
+	for _, q := range m.inbox {
+		if q.recorded {
+			batch = append(batch, q)
+			continue
+		}
+		q.failWhy = why
+		kept = append(kept, q)
+	}
+	clear(m.inbox[len(kept):])
+	m.inbox = kept
+	m.failPrompts(batch, why)
+}
+
+// failPrompts answers accepted prompts with one turn that says they were
+// not answered.
+func (m *Machine) failPrompts(batch []queued, why string) {
+	if len(batch) == 0 {
 		return
 	}
-	batch := m.inbox
-	m.inbox = nil
 	id := m.next(&m.turnID)
 	ids := make([]uint64, 0, len(batch))
 	for _, q := range batch {
@@ -339,17 +428,34 @@ func (m *Machine) AbortGraceExpired(turnID uint64) {
 	}
 }
 
-// maybeStart starts a turn for everything queued when the agent can take it.
+// maybeStart starts a turn for every accepted prompt queued when the agent
+// can take it (those whose record is in flight come after them, and wait).
 func (m *Machine) maybeStart() {
-	if m.cur != nil || !m.ready || len(m.inbox) == 0 {
+	if m.cur != nil || !m.ready {
 		return
 	}
-	batch := m.inbox
-	m.inbox = nil
-	t := m.newTurn()
+	n := 0
+	for n < len(m.inbox) && m.inbox[n].recorded {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	batch := append([]queued(nil), m.inbox[:n]...)
+	rest := copy(m.inbox, m.inbox[n:])
+	clear(m.inbox[rest:])
+	m.inbox = m.inbox[:rest]
+	var t *turn
+	if len(batch) == 1 && batch[0].turn != 0 && batch[0].turn == m.turnID {
+		// The turn its record names, handed out with it: nothing else
+		// started since.
+		t = m.turnWithID(batch[0].turn)
+	} else {
+		t = m.newTurn()
+	}
 	texts := make([]string, 0, len(batch))
 	var images []proc.ImageContent
-	entries := make([]store.Entry, 0, len(batch))
+	var entries []store.Entry
 	at := m.stamp()
 	for _, q := range batch {
 		t.promptIDs = append(t.promptIDs, q.id)
@@ -357,10 +463,16 @@ func (m *Machine) maybeStart() {
 		for _, im := range q.images {
 			images = append(images, proc.ImageContent{Type: "image", Data: im.GetData(), MimeType: im.GetMimeType()})
 		}
-		entries = append(entries, store.Entry{Role: "user", Text: q.text, Via: q.via, TurnID: t.id, PromptID: q.id, At: at})
+		if q.turn != t.id {
+			// Recorded while it waited: the transcript says which turn
+			// answered it (readers keep a prompt's last entry).
+			entries = append(entries, store.Entry{Role: "user", Text: q.text, Via: q.via, TurnID: t.id, PromptID: q.id, At: at})
+		}
 	}
 	m.cur = t
-	m.out.Transcript(entries)
+	if len(entries) > 0 {
+		m.out.Transcript(entries)
+	}
 	t.promptReq = m.reqID("prompt")
 	m.out.Status()
 	m.chat(turnStart(t.id, t.promptIDs))

@@ -12,8 +12,10 @@ import (
 // The lines a prompt that starts turn id at once writes (request number req).
 func startedAt(id, prompt uint64, text string, req int) []string {
 	return []string{
+		// Its record names the turn it starts: the turn does not write it
+		// again.
+		fmt.Sprintf(`record user %q turn=%d prompt=%d via=browser`, text, id, prompt),
 		fmt.Sprintf(`chat {"type":"data-user-message","data":{"promptId":%d,"text":%q,"via":"browser","queued":false}}`, prompt, text),
-		fmt.Sprintf(`transcript user %q turn=%d prompt=%d via=browser`, text, id, prompt),
 		`status busy=true queued=0`,
 		fmt.Sprintf(`chat {"type":"start","messageId":"turn-%d","messageMetadata":{"turnId":%d,"promptIds":[%d]}}`, id, id, prompt),
 		fmt.Sprintf(`call {"id":"turn.prompt.%d","type":"prompt","message":%q}`, req, text),
@@ -56,9 +58,13 @@ func TestTurns(t *testing.T) {
 			prompt("b"), prompt("c"), pi(run(hello)[1:]...), accepted(), pi(run(assistant("stop", "", "both"), "both")...)),
 		want: lines(startedAt(1, 1, "a", 1), []string{
 			`call {"id":"turn.settle.2","type":"get_state"}`,
+			// Recorded before they are accepted; the turn that answers them
+			// is not known yet.
+			`record user "b" turn=0 prompt=2 via=browser`,
 			`chat {"type":"data-user-message","data":{"promptId":2,"text":"b","via":"browser","queued":true}}`,
 			`status busy=true queued=1`,
 			`prompt 2 queued`,
+			`record user "c" turn=0 prompt=3 via=browser`,
 			`chat {"type":"data-user-message","data":{"promptId":3,"text":"c","via":"browser","queued":true}}`,
 			`status busy=true queued=2`,
 			`prompt 3 queued`,
@@ -88,9 +94,11 @@ func TestTurns(t *testing.T) {
 		name:  "prompts wait for the agent to be ready",
 		steps: steps(prompt("a"), prompt("b"), ready()),
 		want: []string{
+			`record user "a" turn=0 prompt=1 via=browser`,
 			`chat {"type":"data-user-message","data":{"promptId":1,"text":"a","via":"browser","queued":true}}`,
 			`status busy=false queued=1`,
 			`prompt 1 queued`,
+			`record user "b" turn=0 prompt=2 via=browser`,
 			`chat {"type":"data-user-message","data":{"promptId":2,"text":"b","via":"browser","queued":true}}`,
 			`status busy=false queued=2`,
 			`prompt 2 queued`,
@@ -112,8 +120,8 @@ func TestTurns(t *testing.T) {
 		cfg:   Config{Images: func() bool { return true }},
 		steps: steps(ready(), promptFull(Prompt{Images: []*pb.Image{{MimeType: "image/png", Data: "AA=="}}, Via: "acp", Tag: "r7"})),
 		want: []string{
+			`record user "" turn=1 prompt=1 via=acp`,
 			`chat {"type":"data-user-message","data":{"promptId":1,"text":"","via":"acp","tag":"r7","queued":false,"images":1}}`,
-			`transcript user "" turn=1 prompt=1 via=acp`,
 			`status busy=true queued=0`,
 			`chat {"type":"start","messageId":"turn-1","messageMetadata":{"turnId":1,"promptIds":[1]}}`,
 			`call {"id":"turn.prompt.1","type":"prompt","message":"","images":[{"type":"image","data":"AA==","mimeType":"image/png"}]}`,
@@ -156,6 +164,7 @@ func TestTurns(t *testing.T) {
 			`chat {"type":"start-step"}`,
 			`chat {"type":"text-start","id":"1-1-t0"}`,
 			`chat {"type":"text-delta","id":"1-1-t0","delta":"tick"}`,
+			`record user "hi" turn=0 prompt=1 via=browser`,
 			`chat {"type":"data-user-message","data":{"promptId":1,"text":"hi","via":"browser","queued":true}}`,
 			`status busy=true queued=1`,
 			`prompt 1 queued`,
@@ -299,9 +308,11 @@ func TestIDsStayWithinTheReservation(t *testing.T) {
 	}
 	m.AgentReady()
 	for range 5 {
-		if _, err := m.Prompt(Prompt{Text: "p", Via: "browser"}); err != nil {
+		id, err := m.Prompt(Prompt{Text: "p", Via: "browser"})
+		if err != nil {
 			t.Fatal(err)
 		}
+		m.Recorded(id)
 		m.Reply(m.cur.promptReq, []byte(`{"type":"response","command":"prompt","success":false,"error":"no"}`), false)
 	}
 	if got := strings.Join(asked, ","); got != "11,14" {
@@ -388,4 +399,90 @@ func TestNewNeedsOut(t *testing.T) {
 		}
 	}()
 	New(Config{})
+}
+
+// A prompt is recorded (its user entry written) before it is accepted:
+// nothing of it shows, and no turn starts, until the record is durable; a
+// prompt whose record failed never happened.
+func TestPromptRecords(t *testing.T) {
+	runScenarios(t, []scenario{{
+		name:  "nothing happens until the record is durable",
+		steps: steps(ready(), promptRecording("hi"), forget(), recordedStep(1)),
+		want: []string{
+			`chat {"type":"data-user-message","data":{"promptId":1,"text":"hi","via":"browser","queued":false}}`,
+			`status busy=true queued=0`,
+			`chat {"type":"start","messageId":"turn-1","messageMetadata":{"turnId":1,"promptIds":[1]}}`,
+			`call {"id":"turn.prompt.1","type":"prompt","message":"hi"}`,
+			`prompt 1`,
+		},
+	}, {
+		name:  "while it is recorded, only the record",
+		steps: steps(ready(), promptRecording("hi")),
+		want:  []string{`record user "hi" turn=1 prompt=1 via=browser`, `recording 1`},
+	}, {
+		name:  "a prompt whose record failed never happened; its ids are not handed out again",
+		steps: steps(ready(), promptRecording("lost"), unrecorded(1), recordedStep(1), prompt("next")),
+		want: lines([]string{
+			`record user "lost" turn=1 prompt=1 via=browser`,
+			`recording 1`,
+			`dropped 1`,
+			`not waiting 1`,
+		}, startedAt(2, 2, "next", 1)),
+	}, {
+		name:  "prompts are accepted in the order of their records",
+		steps: steps(ready(), promptRecording("a"), promptRecording("b"), recordedStep(1), recordedStep(2)),
+		want: []string{
+			`record user "a" turn=1 prompt=1 via=browser`,
+			`recording 1`,
+			// b waits behind a: its turn is not known.
+			`record user "b" turn=0 prompt=2 via=browser`,
+			`recording 2`,
+			`chat {"type":"data-user-message","data":{"promptId":1,"text":"a","via":"browser","queued":false}}`,
+			`status busy=true queued=0`,
+			`chat {"type":"start","messageId":"turn-1","messageMetadata":{"turnId":1,"promptIds":[1]}}`,
+			`call {"id":"turn.prompt.1","type":"prompt","message":"a"}`,
+			`prompt 1`,
+			`chat {"type":"data-user-message","data":{"promptId":2,"text":"b","via":"browser","queued":true}}`,
+			`status busy=true queued=1`,
+			`prompt 2 queued`,
+		},
+	}, {
+		name:  "prompts being recorded count toward the inbox bound",
+		cfg:   Config{InboxMax: 1},
+		steps: steps(promptRecording("a"), prompt("b")),
+		only:  []string{"recording", "refused", "prompt"},
+		want:  []string{`recording 1`, `refused inbox_full`},
+	}, {
+		// FailInbox (the agent did not start) while a record is in flight:
+		// the prompt is accepted once recorded (it is in the transcript) and
+		// answered as not answered at once.
+		name:  "the inbox fails while a record is in flight",
+		steps: steps(promptRecording("a"), failInbox("the agent did not become ready"), recordedStep(1)),
+		want: []string{
+			`record user "a" turn=0 prompt=1 via=browser`,
+			`recording 1`,
+			`chat {"type":"data-user-message","data":{"promptId":1,"text":"a","via":"browser","queued":true}}`,
+			`chat {"type":"start","messageId":"turn-1","messageMetadata":{"turnId":1,"promptIds":[1]}}`,
+			`chat {"type":"error","errorText":"The message was not answered: the agent did not become ready."}`,
+			`chat {"type":"finish","messageMetadata":{"turnId":1,"promptIds":[1],"stopReason":"cancelled"}}`,
+			`status busy=false queued=0`,
+			`prompt 1 queued`,
+		},
+	}, {
+		// The turn its record named went to a run the agent started
+		// meanwhile: the prompt waits, and the turn that answers it writes
+		// its entry again with its own id (readers keep the last one).
+		name: "a run the agent starts while a record is in flight",
+		steps: steps(ready(), promptRecording("hi"), pi(ev{"type": "agent_start"}), recordedStep(1),
+			pi(run(assistant("stop", "", "tick"))[1:]...)),
+		only: []string{"record", "transcript user", "prompt", `chat {"type":"start"`},
+		want: []string{
+			`record user "hi" turn=1 prompt=1 via=browser`,
+			`recording 1`,
+			`chat {"type":"start","messageId":"turn-2","messageMetadata":{"turnId":2,"promptIds":[]}}`,
+			`prompt 1 queued`,
+			`transcript user "hi" turn=3 prompt=1 via=browser`,
+			`chat {"type":"start","messageId":"turn-3","messageMetadata":{"turnId":3,"promptIds":[1]}}`,
+		},
+	}})
 }
