@@ -158,6 +158,14 @@ func New(cfg Config) (*Runtime, error) {
 	sort.Strings(r.names)
 	r.metrics = metrics.New(reg)
 	r.writer = store.NewWriter(cfg.Store, cfg.StoreWorkers, log)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "surfaced_store_available", Help: "1 while the store can be written; 0 while changes are refused (store_unavailable).",
+	}, func() float64 {
+		if r.writer.Available() {
+			return 1
+		}
+		return 0
+	}))
 	r.deps = &session.Deps{
 		NodeID:      cfg.NodeID,
 		Writer:      r.writer,
@@ -233,6 +241,11 @@ func (r *Runtime) Ready() bool {
 	r.swap.RUnlock()
 	return n == nil || n.ready.Load()
 }
+
+// StoreHealth is what the store writer knows of the store: whether it can
+// be written now, and since when and why not. While it cannot, changes are
+// refused (store_unavailable) and the node is not ready.
+func (r *Runtime) StoreHealth() store.Health { return r.writer.Health() }
 
 // Agent returns a configured agent.
 func (r *Runtime) Agent(name string) (AgentSpec, bool) {
@@ -395,6 +408,8 @@ func (r *Runtime) ResolveCwd(a AgentSpec, cwd string) (string, error) {
 
 // CreateSession stores a new session and starts it (its agent spawns now).
 // Past a quota it answers a *QuotaError (errors.Is ErrTooManySessions).
+// When the store cannot take it the error wraps store.ErrUnavailable (not
+// created) or store.ErrOutcomeUnknown (it may have been).
 func (r *Runtime) CreateSession(ctx context.Context, o CreateOptions) (string, error) {
 	a, err := r.ResolveAgent(o.Agent)
 	if err != nil {
@@ -410,7 +425,14 @@ func (r *Runtime) CreateSession(ctx context.Context, o CreateOptions) (string, e
 	now := time.Now()
 	rec := store.Session{ID: session.NewID(), Owner: o.Owner, Agent: a.Name, Title: o.Title, Cwd: cwd,
 		Status: session.StatusStarting, Created: now, Updated: now}
+	if !r.writer.Available() {
+		return "", fmt.Errorf("create session: %w", store.ErrUnavailable)
+	}
 	if err := r.cfg.Store.CreateSession(ctx, rec); err != nil {
+		if !errors.Is(err, store.ErrOutcomeUnknown) && !errors.Is(err, store.ErrInvalid) {
+			// Not created: the store could not take it.
+			err = fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		}
 		return "", fmt.Errorf("create session: %w", err)
 	}
 	r.metrics.SessionsCreated.Inc()

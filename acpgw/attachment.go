@@ -233,6 +233,10 @@ func (a *attachment) subscribe() {
 			return
 		}
 		a.srv.log.Error("acp subscribe failed", "connection", a.conn.id, "session", a.sessionID, "err", err)
+		if code := storeErrCode(err); code != "" {
+			a.root.Send(a.self, &subscribed{err: errStore(code)})
+			return
+		}
 		a.root.Send(a.self, &subscribed{err: errInternal("unavailable")})
 		return
 	}
@@ -351,6 +355,8 @@ func (a *attachment) commandDone(ctx actor.Context, cmd command, res any, err er
 			a.answer(h, nil, errInvalidParams("prompt", `This agent does not accept "image" content in a prompt.`))
 		case session.CodeEmptyPrompt:
 			a.answer(h, nil, errInvalidParams("prompt", "The prompt carried no text."))
+		case session.CodeStoreUnavailable, session.CodeOutcomeUnknown:
+			a.answer(h, nil, errStore(e.GetCode()))
 		default:
 			a.srv.log.Warn("acp prompt refused by the session", "connection", a.conn.id, "session", a.sessionID, "code", e.GetCode(), "message", e.GetMessage())
 			a.answer(h, nil, errInternal(e.GetCode()))

@@ -10,6 +10,8 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/surfaced/surfaced"
+	"github.com/surfaced/surfaced/actors/session"
+	"github.com/surfaced/surfaced/store"
 )
 
 // JSON-RPC error codes the gateway answers with (ACP v1 $defs/ErrorCode).
@@ -249,6 +251,29 @@ func errTooManySessions(q *surfaced.QuotaError) *acp.RequestError {
 		msg = fmt.Sprintf("Too many sessions: this daemon already runs %d.", q.Count)
 	}
 	return &acp.RequestError{Code: codeInternal, Message: msg, Data: map[string]string{"code": "too_many_sessions"}}
+}
+
+// errStore answers a change the store could not take (store_unavailable:
+// not made, try again) or did not confirm (outcome_unknown: it may have
+// been made): -32603 with the code, and a retry hint for the first.
+func errStore(code string) *acp.RequestError {
+	if code == session.CodeOutcomeUnknown {
+		return &acp.RequestError{Code: codeInternal, Message: "The store did not answer in time: the change may or may not have been made.",
+			Data: map[string]any{"code": code}}
+	}
+	return &acp.RequestError{Code: codeInternal, Message: "The session store cannot be written right now; nothing was changed. Try again.",
+		Data: map[string]any{"code": session.CodeStoreUnavailable, "retryAfter": 1}}
+}
+
+// storeErrCode is the store code an error carries, or "".
+func storeErrCode(err error) string {
+	switch {
+	case errors.Is(err, store.ErrOutcomeUnknown):
+		return session.CodeOutcomeUnknown
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, session.ErrStoreUnavailable):
+		return session.CodeStoreUnavailable
+	}
+	return ""
 }
 
 // errInternal never carries the failure's text: that is logged.

@@ -43,6 +43,9 @@ func (s *Server) sessionNew(c *conn, m *rpcMessage) (any, *acp.RequestError) {
 		return nil, errInvalidParams("cwd", "%s", strings.TrimPrefix(err.Error(), surfaced.ErrBadCwd.Error()+": "))
 	case err != nil:
 		s.log.Error("acp session/new failed", "connection", c.id, "err", err)
+		if code := storeErrCode(err); code != "" {
+			return nil, errStore(code)
+		}
 		return nil, errInternal("create_failed")
 	}
 	if e := s.waitAttached(c, c.attach(id, spec.Name, false)); e != nil {

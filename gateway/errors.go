@@ -5,20 +5,28 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/surfaced/surfaced/actors/session"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+	"github.com/surfaced/surfaced/store"
 )
 
-// APIError is an error answer: {"error":{"code","message","fields?"}}.
+// APIError is an error answer: {"error":{"code","message","fields?",
+// "retryAfter?"}}. RetryAfter (seconds) is also the Retry-After header.
 type APIError struct {
-	Status  int      `json:"-"`
-	Code    string   `json:"code"`
-	Message string   `json:"message"`
-	Fields  []string `json:"fields,omitempty"`
+	Status     int      `json:"-"`
+	Code       string   `json:"code"`
+	Message    string   `json:"message"`
+	Fields     []string `json:"fields,omitempty"`
+	RetryAfter int      `json:"retryAfter,omitempty"`
 }
+
+// storeRetryAfter is the Retry-After of a change refused because the store
+// cannot be written: the writer probes it about this often.
+const storeRetryAfter = 1
 
 func (e *APIError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
 
@@ -43,6 +51,8 @@ func statusOf(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case session.CodeMoved, session.CodeStoreUnavailable:
 		return http.StatusServiceUnavailable
+	case session.CodeOutcomeUnknown:
+		return http.StatusGatewayTimeout
 	default:
 		return http.StatusInternalServerError
 	}
@@ -57,7 +67,18 @@ func fromPB(e *pb.Error) *APIError {
 	if st == http.StatusInternalServerError {
 		return apiErr(st, "internal", "internal error")
 	}
-	return apiErr(st, e.GetCode(), e.GetMessage())
+	ae := apiErr(st, e.GetCode(), e.GetMessage())
+	if e.GetCode() == session.CodeStoreUnavailable {
+		ae.RetryAfter = storeRetryAfter
+	}
+	return ae
+}
+
+// storeUnavailable is the answer while the store cannot be used.
+func storeUnavailable(msg string) *APIError {
+	ae := apiErr(http.StatusServiceUnavailable, session.CodeStoreUnavailable, msg)
+	ae.RetryAfter = storeRetryAfter
+	return ae
 }
 
 func notFound() *APIError {
@@ -69,6 +90,12 @@ func fromRequestErr(err error) *APIError {
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		return notFound()
+	case errors.Is(err, session.ErrStoreUnavailable):
+		return storeUnavailable("the session could not be read from the store; try again")
+	case errors.Is(err, store.ErrOutcomeUnknown):
+		return apiErr(http.StatusGatewayTimeout, session.CodeOutcomeUnknown, "the store did not answer in time: the change may or may not have been made")
+	case errors.Is(err, store.ErrUnavailable):
+		return storeUnavailable("the store cannot be written now; nothing was changed, try again")
 	case errors.Is(err, session.ErrUnavailable):
 		return apiErr(http.StatusServiceUnavailable, "unavailable", "the session did not answer in time; try again")
 	}
@@ -115,6 +142,9 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	}
 	if ae.Status == http.StatusUnauthorized {
 		c.Response().Header().Set("WWW-Authenticate", "Bearer")
+	}
+	if ae.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(ae.RetryAfter))
 	}
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(ae.Status)

@@ -5,6 +5,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -168,6 +169,9 @@ func (s *Server) routes() {
 		}
 		if !s.rt.Ready() {
 			return apiErr(http.StatusServiceUnavailable, "not_ready", "this node is not in the cluster right now (rejoining)")
+		}
+		if h := s.rt.StoreHealth(); !h.Available {
+			return storeUnavailable(fmt.Sprintf("the store cannot be written (since %s): %v", h.Since.UTC().Format(time.RFC3339), h.Err))
 		}
 		return c.JSON(http.StatusOK, map[string]any{"ok": true})
 	})

@@ -55,7 +55,8 @@ var ErrFull = errors.New("store: disk full")
 
 // ErrUnavailable is wrapped by the error Writer answers an op with when it
 // did not send it because the store cannot be written now (see
-// Writer.Available). Nothing of the op was applied.
+// Writer.Available), and by callers' errors for a write the store could
+// not take. Nothing of the write was applied.
 var ErrUnavailable = errors.New("store: unavailable")
 
 // ErrAborted is wrapped by the error Writer answers an op of a chain with
