@@ -103,8 +103,12 @@ type Writer struct {
 	probeSession string
 	probeFence   Fence
 	probing      bool
+	probes       sync.WaitGroup
 	closing      chan struct{}
 	closeOnce    sync.Once
+	// life ends at Close: a probe in flight ends with it.
+	life context.Context
+	end  context.CancelFunc
 }
 
 // RetryWindow is how long Writer tries an op after its first attempt when
@@ -191,6 +195,7 @@ func NewWriter(s Store, workers int, log *slog.Logger, opts ...WriterOption) *Wr
 	for _, o := range opts {
 		o(w)
 	}
+	w.life, w.end = context.WithCancel(context.Background())
 	w.up.Store(true)
 	w.health.Available = true
 	if in, ok := s.(Inliner); ok && in.Inline() {
@@ -299,7 +304,8 @@ func (w *Writer) Close() {
 		}
 	}
 	w.wg.Wait()
-	w.closeOnce.Do(func() { close(w.closing) })
+	w.closeOnce.Do(func() { close(w.closing); w.end() })
+	w.probes.Wait()
 }
 
 func (w *Writer) run(ww *writerWorker) {
@@ -534,7 +540,13 @@ func (w *Writer) markDown(cause error, op Op) {
 	w.probeSession, w.probeFence = op.SessionID, op.Fence
 	w.log.Error("store unavailable: changes are refused until it can be written again", "err", cause)
 	if !w.probing {
+		select {
+		case <-w.closing:
+			return // closed: nobody needs to know any more
+		default:
+		}
 		w.probing = true
+		w.probes.Add(1)
 		go w.probe()
 	}
 }
@@ -561,6 +573,7 @@ func (w *Writer) markUpLocked() {
 // probe writes while the store is unavailable, backing off, until a write
 // is answered (see Writer).
 func (w *Writer) probe() {
+	defer w.probes.Done()
 	delay := w.probeEvery
 	for {
 		ch := make(chan struct{})
@@ -582,7 +595,7 @@ func (w *Writer) probe() {
 		}
 		id, fence := w.probeSession, w.probeFence
 		w.hmu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), w.probeTimeout)
+		ctx, cancel := context.WithTimeout(w.life, w.probeTimeout)
 		err := w.store.UpdateSession(ctx, id, fence, SessionUpdate{})
 		cancel()
 		if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrFenced) {
