@@ -97,7 +97,8 @@ func TestDomainRollsBackWhatTheStoreRefused(t *testing.T) {
 	w := store.NewWriter(st, 2, slog.New(slog.DiscardHandler), store.WithRetryWindow(time.Second),
 		store.WithStallAfter(100*time.Millisecond), store.WithProbe(50*time.Millisecond, 200*time.Millisecond, time.Second))
 	defer w.Close()
-	cfg := surface.Config{SessionID: "s", Domain: "counter", Hosted: surface.HostedNative, Native: counter(), Writer: w}
+	cfg := surface.Config{SessionID: "s", Domain: "counter", Hosted: surface.HostedNative, Native: counter(), Writer: w,
+		Logger: slog.New(slog.DiscardHandler)}
 	h := startDomain(t, cfg)
 
 	var lastRev uint64
