@@ -49,6 +49,7 @@ type env struct {
 	agent    []string
 	nodes    []*node
 	extra    []string // more flags for every node
+	dataDir  string   // the data directory of every start (empty: a new one each time)
 }
 
 type node struct {
@@ -110,7 +111,11 @@ func (e *env) logLevel() string {
 }
 
 func (e *env) args(i int) []string {
-	a := []string{"run", "--addr", "127.0.0.1:0", "--data-dir", e.t.TempDir(), "--store", e.dsn, "--token", token,
+	dir := e.dataDir
+	if dir == "" {
+		dir = e.t.TempDir()
+	}
+	a := []string{"run", "--addr", "127.0.0.1:0", "--data-dir", dir, "--store", e.dsn, "--token", token,
 		"--log-level", e.logLevel()}
 	if e.provider != "" { // "" is one daemon without a cluster
 		a = append(a, "--cluster-name", "test", "--cluster-provider", e.provider, "--cluster-bind", "127.0.0.1:0")
