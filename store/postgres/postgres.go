@@ -49,6 +49,16 @@
 // the server cannot be reached, refuses the credentials or has no such
 // database.
 //
+// # Outcomes
+//
+// Every write is one statement, its own transaction, on a connection it
+// takes from the pool first. A failed write wraps store.ErrOutcomeUnknown
+// when it may have been committed: its statement was sent and the answer
+// did not come (a lost connection, a deadline, the server ending the
+// connection as it shuts down or crashes, which can follow a commit). A
+// write that got no connection, that pgx says sent nothing, or that the
+// server answered with an error (it rolled back) was not applied.
+//
 // # Durability
 //
 // A write returns after its commit, durable as the server's
