@@ -231,6 +231,26 @@ type Store interface {
 	Close() error
 }
 
+// Batcher is implemented by stores that can write the KV entries of
+// several sessions in one transaction, with one commit for all (group
+// commit). Writer uses it for a run of KV writes of many sessions.
+type Batcher interface {
+	// PutKVBatch writes every item as PutKV would, all in one transaction,
+	// and returns one error per item: an item the store refuses for what it
+	// is (ErrFenced, ErrNotFound, ErrInvalid) writes nothing and fails
+	// alone. err is the transaction's: when it is not nil none of it was
+	// kept, or, when it wraps ErrOutcomeUnknown, all of it may have been;
+	// itemErrs is nil then.
+	PutKVBatch(ctx context.Context, items []KVBatch) (itemErrs []error, err error)
+}
+
+// KVBatch is one session's part of a PutKVBatch.
+type KVBatch struct {
+	SessionID string
+	Fence     Fence
+	Entries   []KV
+}
+
 // Lease is a node's claim on a session's writes. Token is the fencing token:
 // every lease issued for a session has a greater token than the ones before
 // it. Expires is by the store's clock (the database server's for a shared

@@ -41,9 +41,12 @@ type Op struct {
 
 // Writer persists ops off the actors' goroutines so that a slow store never
 // blocks a mailbox. Ops of one session are written in submission order (a
-// session always maps to the same worker); consecutive KV-only ops of one
-// session are coalesced into one PutKV call (group commit) when they carry
-// the same Fence. The zero value is not usable; use NewWriter.
+// session always maps to the same worker). A worker writes what queued up
+// while it wrote the last batch in one go (group commit): a run of KV-only
+// ops is one PutKV per session (its consecutive ops under one Fence
+// coalesced), or, when the store is a Batcher, one transaction for the
+// whole run, every session's ops in it. The zero value is not usable; use
+// NewWriter.
 //
 // # Outcomes
 //
@@ -350,28 +353,77 @@ func (w *Writer) write(ww *writerWorker, batch []Op) {
 			i++
 			continue
 		}
-		if kvOnly(op) {
-			// Coalesce a run of KV-only ops of this session, under the same
-			// fence, into one call; an op the writer refuses ends the run.
-			j := i + 1
-			kv := op.KV
-			for j < len(batch) && batch[j].SessionID == op.SessionID && batch[j].Fence == op.Fence && kvOnly(batch[j]) &&
-				w.refusal(ww, batch[j]) == nil {
-				if j == i+1 {
-					kv = append([]KV(nil), kv...)
-				}
-				kv = append(kv, batch[j].KV...)
-				j++
-			}
-			err := w.try(op, "kv", true, func(ctx context.Context) error { return w.store.PutKV(ctx, op.SessionID, op.Fence, kv) })
-			for k := i; k < j; k++ {
-				w.finish(ww, batch[k], err)
-			}
-			i = j
+		if !kvOnly(op) {
+			w.finish(ww, op, w.writeOne(op))
+			i++
 			continue
 		}
-		w.finish(ww, op, w.writeOne(op))
-		i++
+		// A run of KV-only ops, of any sessions; those refused are answered
+		// on the way.
+		run := []Op{op}
+		j := i + 1
+		for ; j < len(batch) && kvOnly(batch[j]); j++ {
+			if err := w.refusal(ww, batch[j]); err != nil {
+				w.finish(ww, batch[j], err)
+				continue
+			}
+			run = append(run, batch[j])
+		}
+		w.putRun(ww, run)
+		i = j
+	}
+}
+
+// putRun writes a run of KV-only ops: one item per session and fence (a
+// session's ops in order; a change of fence starts a new item), all in one
+// transaction when the store is a Batcher, else one PutKV per item.
+func (w *Writer) putRun(ww *writerWorker, run []Op) {
+	type item struct {
+		KVBatch
+		ops []Op
+	}
+	var items []*item
+	last := map[string]*item{} // a session's latest item
+	for _, op := range run {
+		if it := last[op.SessionID]; it != nil && it.Fence == op.Fence {
+			it.Entries = append(it.Entries, op.KV...)
+			it.ops = append(it.ops, op)
+			continue
+		}
+		it := &item{KVBatch: KVBatch{SessionID: op.SessionID, Fence: op.Fence, Entries: append([]KV(nil), op.KV...)}, ops: []Op{op}}
+		items = append(items, it)
+		last[op.SessionID] = it
+	}
+	b, batcher := w.store.(Batcher)
+	if !batcher || len(items) == 1 {
+		for _, it := range items {
+			err := w.try(it.ops[0], "kv", true, func(ctx context.Context) error {
+				return w.store.PutKV(ctx, it.SessionID, it.Fence, it.Entries)
+			})
+			for _, op := range it.ops {
+				w.finish(ww, op, err)
+			}
+		}
+		return
+	}
+	parts := make([]KVBatch, len(items))
+	for i, it := range items {
+		parts[i] = it.KVBatch
+	}
+	var itemErrs []error
+	err := w.try(run[0], "kv batch", true, func(ctx context.Context) error {
+		var err error
+		itemErrs, err = b.PutKVBatch(ctx, parts)
+		return err
+	})
+	for i, it := range items {
+		opErr := err
+		if err == nil && i < len(itemErrs) {
+			opErr = itemErrs[i]
+		}
+		for _, op := range it.ops {
+			w.finish(ww, op, opErr)
+		}
 	}
 }
 

@@ -394,3 +394,81 @@ func (s *Store) LoadKV(ctx context.Context, sessionID string) ([]store.KV, error
 	}
 	return entries, nil
 }
+
+// PutKVBatch implements store.Batcher: the items' statements (PutKV's,
+// each checking its own fence and session) in one transaction, sent as one
+// pipeline, and one commit for all. Only the commit's failure can leave
+// the outcome unknown: before it, nothing is committed.
+func (s *Store) PutKVBatch(ctx context.Context, items []store.KVBatch) ([]error, error) {
+	const op = "put kv batch"
+	if err := s.begin(ctx, op, ""); err != nil {
+		return nil, err
+	}
+	itemErrs := make([]error, len(items))
+	b := &pgx.Batch{}
+	queued := make([]int, 0, len(items))
+	for i, it := range items {
+		if err := store.CheckSessionID(it.SessionID); err != nil {
+			itemErrs[i] = s.fail(ctx, op, "", err)
+			continue
+		}
+		if err := store.CheckKV(it.Entries); err != nil {
+			itemErrs[i] = s.fail(ctx, op, it.SessionID, err)
+			continue
+		}
+		n := len(it.Entries)
+		keys, values, revs, deleted := make([][]byte, n), make([][]byte, n), make([]int64, n), make([]bool, n)
+		for j, e := range it.Entries {
+			keys[j], revs[j], deleted[j] = bytesOf(e.Key), int64(e.Rev), e.Deleted
+			if !e.Deleted {
+				values[j] = e.Value
+			}
+		}
+		if it.Fence != 0 {
+			b.Queue(s.q.putKVFenced, it.SessionID, keys, values, revs, deleted, int64(it.Fence))
+		} else {
+			b.Queue(s.q.putKV, it.SessionID, keys, values, revs, deleted)
+		}
+		queued = append(queued, i)
+	}
+	if len(queued) == 0 {
+		return itemErrs, nil
+	}
+	c, err := s.conn(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, op, "", err)
+	}
+	defer c.Release()
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, op, "", err)
+	}
+	br := tx.SendBatch(ctx, b)
+	var batchErr error
+	for _, i := range queued {
+		var fenceOK, found bool
+		if err := br.QueryRow().Scan(&fenceOK, &found); err != nil {
+			batchErr = err
+			break
+		}
+		switch {
+		case !fenceOK:
+			itemErrs[i] = s.fail(ctx, op, items[i].SessionID, fmt.Errorf("token %d: %w", items[i].Fence, store.ErrFenced))
+		case !found:
+			itemErrs[i] = s.fail(ctx, op, items[i].SessionID, store.ErrNotFound)
+		}
+	}
+	if err := br.Close(); err != nil && batchErr == nil {
+		batchErr = err
+	}
+	if batchErr != nil {
+		// Not committed: the transaction rolls back (or died with its
+		// connection).
+		_ = tx.Rollback(context.Background())
+		return nil, s.fail(ctx, op, "", batchErr)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, s.failWrite(ctx, op, "", err)
+	}
+	return itemErrs, nil
+}

@@ -111,8 +111,9 @@ type Store struct {
 }
 
 var (
-	_ store.Store  = (*Store)(nil)
-	_ store.Leaser = (*Store)(nil)
+	_ store.Store   = (*Store)(nil)
+	_ store.Leaser  = (*Store)(nil)
+	_ store.Batcher = (*Store)(nil)
 )
 
 // Option configures Open.
