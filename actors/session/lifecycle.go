@@ -117,6 +117,14 @@ func (s *sessionActor) loadReservedIDs() uint64 {
 // write is synchronous: it happens once per idBlock ids.
 func (s *sessionActor) reserveIDs(need uint64) uint64 {
 	next := max(need, s.reserved) + idBlock - 1
+	if !s.deps.Writer.Available() {
+		// Prompts are refused meanwhile; a run the agent starts on its own
+		// still needs a turn id, and the actor must not wait on a store
+		// that does not answer.
+		s.log.Error("turn ids could not be reserved: the store is unavailable", "upTo", next)
+		s.reserved = next
+		return next
+	}
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.deps.Writer.Store().UpdateSession(c, s.rec.ID, s.fence(), store.SessionUpdate{IDsReserved: &next}); err != nil {
