@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -212,6 +213,78 @@ func prompts(t testing.TB, nd func() *node, id string, pause time.Duration) *str
 	return s
 }
 
+// states writes a KV key of the session through nd() every pause, the
+// value counting up; an acknowledged write records its value and rev.
+func states(t testing.TB, nd func() *node, id, key string, pause time.Duration) *stream {
+	s := &stream{name: "state " + key, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		for i := 1; ; i++ {
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(pause):
+			}
+			n := nd()
+			if n == nil || n.dead() {
+				continue
+			}
+			st, out, _, err := call(n, "POST", "/api/sessions/"+id+"/state", map[string]any{"key": key, "value": i})
+			if err == nil && st == http.StatusOK {
+				rev, _ := out["rev"].(float64)
+				s.add(result{outcome: acked, count: int(rev), prompt: uint64(i)})
+				continue
+			}
+			r := classify(t, st, out, err)
+			r.prompt = uint64(i)
+			s.add(r)
+		}
+	}()
+	return s
+}
+
+// checkState holds the acknowledged writes of a key against the value and
+// rev restored after the crash: each acknowledged rev one above the last
+// (but for unknown outcomes between), and the restored value the last
+// acknowledged one or, after unknown outcomes, one of those.
+func checkState(t testing.TB, s *stream, nd *node, id, key string) {
+	t.Helper()
+	var out struct {
+		Entries map[string]struct {
+			Value json.RawMessage `json:"value"`
+			Rev   int             `json:"rev"`
+		} `json:"entries"`
+	}
+	if st, err := nd.get("/api/sessions/"+id+"/state", &out); st != 200 || err != nil {
+		t.Fatalf("state: %d %v", st, err)
+	}
+	e := out.Entries[key]
+	var value uint64
+	_ = json.Unmarshal(e.Value, &value)
+	lastRev, lastValue, unknownSince := 0, uint64(0), []uint64{}
+	for _, r := range s.results() {
+		switch r.outcome {
+		case acked:
+			if lastRev != 0 && (r.count < lastRev+1 || r.count > lastRev+1+len(unknownSince)) {
+				t.Errorf("%s: acknowledged rev %d after %d with %d unknown outcomes between", s.name, r.count, lastRev, len(unknownSince))
+			}
+			lastRev, lastValue, unknownSince = r.count, r.prompt, nil
+		case unknown:
+			unknownSince = append(unknownSince, r.prompt)
+		}
+	}
+	if e.Rev < lastRev || e.Rev > lastRev+len(unknownSince) {
+		t.Errorf("%s: restored rev %d; the last acknowledged was %d, with %d unknown outcomes after it", s.name, e.Rev, lastRev, len(unknownSince))
+	}
+	if value != lastValue && !slices.Contains(unknownSince, value) {
+		t.Errorf("%s: restored value %d; the last acknowledged was %d (unknown since: %v)", s.name, value, lastValue, unknownSince)
+	}
+	t.Logf("%s: %d acknowledged, %d refused, %d unknown; restored %d at rev %d", s.name, s.count(acked), s.count(refused), s.count(unknown), value, e.Rev)
+	if s.count(acked) == 0 || s.count(refused) == 0 {
+		t.Errorf("%s: %d acknowledged and %d refused: the test did not see both", s.name, s.count(acked), s.count(refused))
+	}
+}
+
 // checkCommands holds the acknowledged increments of one client against
 // the count restored after the crash: each acknowledged count is one above
 // the one before, but for unknown outcomes in between that landed; none
@@ -294,9 +367,7 @@ func counts(t testing.TB, nd *node, id string) map[string]int {
 	t.Helper()
 	var out struct {
 		Entries map[string]struct {
-			Value struct {
-				Count int `json:"count"`
-			} `json:"value"`
+			Value json.RawMessage `json:"value"`
 		} `json:"entries"`
 	}
 	testkit.Eventually(t, 30*time.Second, func() bool {
@@ -305,7 +376,15 @@ func counts(t testing.TB, nd *node, id string) map[string]int {
 	}, "the session's state through node %d", nd.i)
 	c := map[string]int{}
 	for k, e := range out.Entries {
-		c[strings.TrimPrefix(k, "surface:")] = e.Value.Count
+		if d, ok := strings.CutPrefix(k, "surface:"); ok {
+			var v struct {
+				Count int `json:"count"`
+			}
+			if err := json.Unmarshal(e.Value, &v); err != nil {
+				t.Fatalf("%s: %s: %v", k, e.Value, err)
+			}
+			c[d] = v.Count
+		}
 	}
 	return c
 }
@@ -502,7 +581,7 @@ func TestAcknowledgedCommandsSurvivePostgresOutages(t *testing.T) {
 }
 
 // Another process holds the SQLite store's write lock for 10 s while
-// commands and prompts stream to the daemon (SQLITE_BUSY after the busy
+// commands, prompts and state writes stream to the daemon (SQLITE_BUSY after the busy
 // timeout): refused at once once the daemon knows, /readyz 503, ready
 // again after the lock is released without a restart; then the lock again
 // and a crash during it: every acknowledged command and every prompt
@@ -516,27 +595,31 @@ func TestAcknowledgedSurviveAnotherProcessHoldingSQLitesLock(t *testing.T) {
 	via := func() *node { return e.nodes[0] }
 	hosted := commands(t, via, id, "demo", "increment", 50*time.Millisecond)
 	asks := prompts(t, via, id, 100*time.Millisecond)
+	prefs := states(t, via, id, "ui.n", 100*time.Millisecond)
 	defer hosted.end()
 	defer asks.end()
-	waitAcks(t, 10, hosted, asks)
+	defer prefs.end()
+	waitAcks(t, 10, hosted, asks, prefs)
 
 	db := filepath.Join(dir, "surfaced.db")
 	release := testkit.LockSQLite(t, db)
 	waitNotReady(t, daemon)
-	hold(t, 10*time.Second, hosted, asks)
+	hold(t, 10*time.Second, hosted, asks, prefs)
 	release()
 	waitReadyz(t, daemon)
-	waitAcks(t, 5, hosted, asks)
+	waitAcks(t, 5, hosted, asks, prefs)
 
 	release = testkit.LockSQLite(t, db)
 	waitNotReady(t, daemon)
 	daemon.kill9()
 	hosted.end()
 	asks.end()
+	prefs.end()
 	release()
 	daemon = e.start(0)
 	checkCommands(t, hosted, counts(t, daemon, id)["demo"])
 	checkPrompts(t, asks, daemon, id)
+	checkState(t, prefs, daemon, id, "ui.n")
 }
 
 // The data directory's filesystem fills up while commands and prompts
