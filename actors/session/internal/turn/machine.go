@@ -198,9 +198,6 @@ func (m *Machine) Queued() int {
 	return n
 }
 
-// Recording is the number of prompts whose record is in flight.
-func (m *Machine) Recording() int { return len(m.inbox) - m.Queued() }
-
 // LastID is the highest turn or prompt id handed out (Config.LastID when
 // none was).
 func (m *Machine) LastID() uint64 { return max(m.turnID, m.promptID) }
