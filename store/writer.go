@@ -56,8 +56,8 @@ type Op struct {
 // flight when the connection died or its retry window ended); any other
 // error means it was not. A write that fails for a reason that may pass is
 // tried again within RetryWindow (see there), each attempt bounded by the
-// window, so that every op has its outcome within the window of its first
-// attempt, whatever the store does.
+// window and AttemptGrace, so that every op has its outcome by then,
+// whatever the store does.
 //
 // # Chains
 //
@@ -124,6 +124,12 @@ type Writer struct {
 // entries. A write refused for what it is (fenced, not found, invalid) or
 // for a full disk is not tried again.
 const RetryWindow = 5 * time.Second
+
+// AttemptGrace is how long an attempt may run past the retry window: a
+// store whose own bound equals the window (SQLite's busy timeout) answers
+// with its definite error before the writer's deadline interrupts it.
+// Every op has its outcome by RetryWindow + AttemptGrace.
+const AttemptGrace = time.Second
 
 // Defaults of the writer's health watch (see Writer).
 const (
@@ -501,7 +507,7 @@ func (w *Writer) writeOne(op Op) error {
 
 // try runs write, and runs it again while it fails for a reason that may
 // pass, within the retry window (see RetryWindow). Every attempt is
-// bounded by the window. It keeps the store's health: a success makes the
+// bounded by the window and AttemptGrace. It keeps the store's health: a success makes the
 // store available, a failure for a store's reason or a stalled attempt
 // unavailable.
 func (w *Writer) try(op Op, what string, idempotent bool, write func(context.Context) error) error {
@@ -510,7 +516,7 @@ func (w *Writer) try(op Op, what string, idempotent bool, write func(context.Con
 		return write(context.Background())
 	}
 	deadline := time.Now().Add(w.retry)
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(AttemptGrace))
 	defer cancel()
 	backoff := 50 * time.Millisecond
 	unknown := false

@@ -29,6 +29,18 @@ func (s *Store) fail(op, id string, err error) error {
 	return fmt.Errorf("sqlite: %s %q: %w", op, id, err)
 }
 
+// failWrite is fail for a write. SQLite answers for what it did, but for
+// one case: when the call's context ends while the statement runs, the
+// driver (modernc.org/sqlite) interrupts it and answers the context's
+// error whether or not the statement finished first, commit included, so
+// such a write's outcome is unknown.
+func (s *Store) failWrite(op, id string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		err = fmt.Errorf("%w: %w", store.ErrOutcomeUnknown, err)
+	}
+	return s.fail(op, id, err)
+}
+
 // CreateSession implements store.Store.
 func (s *Store) CreateSession(ctx context.Context, sess store.Session) error {
 	if s.closed.Load() {
@@ -41,7 +53,7 @@ func (s *Store) CreateSession(ctx context.Context, sess store.Session) error {
 	res, err := s.st.createSession.ExecContext(ctx, sess.ID, sess.Owner, sess.Agent, sess.Title, sess.Cwd, sess.Status,
 		sess.Created.UnixMilli(), sess.Updated.UnixMilli(), int64(sess.IDsReserved))
 	if err != nil {
-		return s.fail("create session", sess.ID, err)
+		return s.failWrite("create session", sess.ID, err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
 		return s.fail("create session", sess.ID, err)
@@ -125,7 +137,7 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fence store.Fence,
 		err = update(s.st.updateSession)
 	}
 	if err != nil {
-		return s.fail("update session", id, err)
+		return s.failWrite("update session", id, err)
 	}
 	return nil
 }
@@ -240,7 +252,7 @@ func (s *Store) AppendTranscript(ctx context.Context, sessionID string, fence st
 			int64(e.TurnID), int64(e.PromptID)}
 	})
 	if err != nil {
-		return s.fail(op, sessionID, err)
+		return s.failWrite(op, sessionID, err)
 	}
 	return nil
 }
@@ -427,7 +439,7 @@ func (s *Store) PutKV(ctx context.Context, sessionID string, fence store.Fence, 
 		return []any{sessionID, e.Key, value, int64(e.Rev), e.Deleted}
 	})
 	if err != nil {
-		return s.fail(op, sessionID, err)
+		return s.failWrite(op, sessionID, err)
 	}
 	return nil
 }
