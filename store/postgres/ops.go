@@ -395,10 +395,11 @@ func (s *Store) LoadKV(ctx context.Context, sessionID string) ([]store.KV, error
 	return entries, nil
 }
 
-// PutKVBatch implements store.Batcher: the items' statements (PutKV's,
-// each checking its own fence and session) in one transaction, sent as one
-// pipeline, and one commit for all. Only the commit's failure can leave
-// the outcome unknown: before it, nothing is committed.
+// PutKVBatch implements store.Batcher: in one transaction, sent as one
+// pipeline, with one commit for all, the unfenced items as one statement
+// (putKVMany) and each fenced item as PutKV's statement, which checks its
+// own fence. Only the commit's failure can leave the outcome unknown:
+// before it, nothing is committed.
 func (s *Store) PutKVBatch(ctx context.Context, items []store.KVBatch) ([]error, error) {
 	const op = "put kv batch"
 	if err := s.begin(ctx, op, ""); err != nil {
@@ -406,7 +407,11 @@ func (s *Store) PutKVBatch(ctx context.Context, items []store.KVBatch) ([]error,
 	}
 	itemErrs := make([]error, len(items))
 	b := &pgx.Batch{}
-	queued := make([]int, 0, len(items))
+	var fenced, unfenced []int
+	var ids []string
+	var keys, values [][]byte
+	var revs []int64
+	var deleted []bool
 	for i, it := range items {
 		if err := store.CheckSessionID(it.SessionID); err != nil {
 			itemErrs[i] = s.fail(ctx, op, "", err)
@@ -416,22 +421,33 @@ func (s *Store) PutKVBatch(ctx context.Context, items []store.KVBatch) ([]error,
 			itemErrs[i] = s.fail(ctx, op, it.SessionID, err)
 			continue
 		}
+		if it.Fence == 0 {
+			for _, e := range it.Entries {
+				ids, keys, revs, deleted = append(ids, it.SessionID), append(keys, bytesOf(e.Key)), append(revs, int64(e.Rev)), append(deleted, e.Deleted)
+				if e.Deleted {
+					values = append(values, nil)
+				} else {
+					values = append(values, e.Value)
+				}
+			}
+			unfenced = append(unfenced, i)
+			continue
+		}
 		n := len(it.Entries)
-		keys, values, revs, deleted := make([][]byte, n), make([][]byte, n), make([]int64, n), make([]bool, n)
+		k, v, r, d := make([][]byte, n), make([][]byte, n), make([]int64, n), make([]bool, n)
 		for j, e := range it.Entries {
-			keys[j], revs[j], deleted[j] = bytesOf(e.Key), int64(e.Rev), e.Deleted
+			k[j], r[j], d[j] = bytesOf(e.Key), int64(e.Rev), e.Deleted
 			if !e.Deleted {
-				values[j] = e.Value
+				v[j] = e.Value
 			}
 		}
-		if it.Fence != 0 {
-			b.Queue(s.q.putKVFenced, it.SessionID, keys, values, revs, deleted, int64(it.Fence))
-		} else {
-			b.Queue(s.q.putKV, it.SessionID, keys, values, revs, deleted)
-		}
-		queued = append(queued, i)
+		b.Queue(s.q.putKVFenced, it.SessionID, k, v, r, d, int64(it.Fence))
+		fenced = append(fenced, i)
 	}
-	if len(queued) == 0 {
+	if len(unfenced) > 0 {
+		b.Queue(s.q.putKVMany, ids, keys, values, revs, deleted)
+	}
+	if b.Len() == 0 {
 		return itemErrs, nil
 	}
 	c, err := s.conn(ctx)
@@ -444,20 +460,46 @@ func (s *Store) PutKVBatch(ctx context.Context, items []store.KVBatch) ([]error,
 		return nil, s.fail(ctx, op, "", err)
 	}
 	br := tx.SendBatch(ctx, b)
-	var batchErr error
-	for _, i := range queued {
-		var fenceOK, found bool
-		if err := br.QueryRow().Scan(&fenceOK, &found); err != nil {
-			batchErr = err
-			break
+	batchErr := func() error {
+		for _, i := range fenced {
+			var fenceOK, found bool
+			if err := br.QueryRow().Scan(&fenceOK, &found); err != nil {
+				return err
+			}
+			switch {
+			case !fenceOK:
+				itemErrs[i] = s.fail(ctx, op, items[i].SessionID, fmt.Errorf("token %d: %w", items[i].Fence, store.ErrFenced))
+			case !found:
+				itemErrs[i] = s.fail(ctx, op, items[i].SessionID, store.ErrNotFound)
+			}
 		}
-		switch {
-		case !fenceOK:
-			itemErrs[i] = s.fail(ctx, op, items[i].SessionID, fmt.Errorf("token %d: %w", items[i].Fence, store.ErrFenced))
-		case !found:
-			itemErrs[i] = s.fail(ctx, op, items[i].SessionID, store.ErrNotFound)
+		if len(unfenced) == 0 {
+			return nil
 		}
-	}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		found := map[string]bool{}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			found[id] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, i := range unfenced {
+			if !found[items[i].SessionID] {
+				itemErrs[i] = s.fail(ctx, op, items[i].SessionID, store.ErrNotFound)
+			}
+		}
+		return nil
+	}()
 	if err := br.Close(); err != nil && batchErr == nil {
 		batchErr = err
 	}

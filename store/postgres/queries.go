@@ -18,7 +18,7 @@ type queries struct {
 	updateSession, updateSessionFenced                    string
 	appendTranscript, appendTranscriptFenced, checkFenced string
 	transcript                                            string
-	putKV, putKVFenced, loadKV                            string
+	putKV, putKVFenced, putKVMany, loadKV                 string
 	acquireLease, renewLease, releaseLease                string
 	list                                                  [8]string // indexed by the list* bits
 	count                                                 [4]string // indexed by the count* bits
@@ -132,6 +132,21 @@ func newQueries(schema string) queries {
 			sess AS (SELECT id FROM {s}.sessions WHERE id = $1 AND EXISTS (SELECT 1 FROM fence)),
 			ins AS (` + putSelect + `)
 			SELECT EXISTS (SELECT 1 FROM fence), EXISTS (SELECT 1 FROM sess)`,
+		// The unfenced items of a PutKVBatch in one statement: the entries of
+		// every session, reduced as putSelect does, written for the sessions
+		// that exist (their ids come back).
+		putKVMany: `WITH e AS (
+				SELECT DISTINCT ON (session_id, key) session_id, key, value, rev, deleted
+				FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::int8[], $5::bool[])
+					WITH ORDINALITY AS u(session_id, key, value, rev, deleted, ord)
+				ORDER BY session_id, key, rev DESC, ord),
+			sess AS (SELECT id FROM {s}.sessions WHERE id IN (SELECT session_id FROM e)),
+			ins AS (INSERT INTO {s}.kv AS kv (session_id, key, value, rev, deleted)
+				SELECT e.session_id, e.key, e.value, e.rev, e.deleted FROM e JOIN sess ON sess.id = e.session_id
+				ORDER BY e.session_id, e.key
+				ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, rev = excluded.rev, deleted = excluded.deleted
+				WHERE excluded.rev > kv.rev)
+			SELECT id FROM sess`,
 		loadKV: "SELECT key, value, rev, deleted FROM {s}.kv WHERE session_id = $1 ORDER BY key",
 
 		// The holder renews with its token; a free, released or expired
@@ -161,7 +176,7 @@ func newQueries(schema string) queries {
 		q.count[bits] = strings.ReplaceAll(countSQL(bits), "{s}", schema)
 	}
 	for _, p := range []*string{&q.createSession, &q.getSession, &q.exists, &q.updateSession, &q.updateSessionFenced,
-		&q.appendTranscript, &q.appendTranscriptFenced, &q.checkFenced, &q.transcript, &q.putKV, &q.putKVFenced, &q.loadKV,
+		&q.appendTranscript, &q.appendTranscriptFenced, &q.checkFenced, &q.transcript, &q.putKV, &q.putKVFenced, &q.putKVMany, &q.loadKV,
 		&q.acquireLease, &q.renewLease, &q.releaseLease} {
 		*p = strings.ReplaceAll(*p, "{s}", schema)
 	}
