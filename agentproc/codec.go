@@ -44,10 +44,11 @@ type Reader struct {
 	initial int    // first buffer size
 	buf     []byte // buf[r:w] is read but not yet returned
 	r, w    int
-	scanned int   // bytes of buf[r:w] already searched for '\n' (no match)
-	err     error // sticky: io.EOF or a wrapped read error, returned once buf is drained
-	empty   int   // (0, nil) reads in a row
-	busy    bool  // the last read filled all the room there was: more is waiting
+	scanned int      // bytes of buf[r:w] already searched for '\n' (no match)
+	err     error    // sticky: io.EOF or a wrapped read error, returned once buf is drained
+	empty   int      // (0, nil) reads in a row
+	busy    bool     // the last read filled all the room there was: more is waiting
+	head    Envelope // type and id of the long record skipLong is discarding
 }
 
 // busyChunk is the size a Reader grows to while reads keep filling it (a busy agent), so that one
@@ -88,9 +89,15 @@ func (r *Reader) Pending() bool {
 
 // LineTooLongError reports a record longer than the cap. The record was discarded up to its '\n';
 // the Reader goes on with the next record.
+//
+// Type and ID are the record's "type" and "id" when they could be read from its first bytes (see
+// LeadingEnvelope): an answer too long to keep still names the command it answers, so that the
+// command fails at once instead of waiting for an answer that will not come.
 type LineTooLongError struct {
-	Len int64 // bytes of the discarded record, without its '\n' and trailing '\r'
-	Max int   // the cap in force
+	Len  int64  // bytes of the discarded record, without its '\n' and trailing '\r'
+	Max  int    // the cap in force
+	Type string // the record's "type", when it came before the cut; else ""
+	ID   string // the record's string "id", when it came before the cut; else ""
 }
 
 func (e *LineTooLongError) Error() string {
@@ -139,7 +146,8 @@ func (r *Reader) record(line []byte) (rec []byte, ok bool, err error) {
 		line = line[:n-1]
 	}
 	if len(line) > r.maxLine {
-		return nil, true, &LineTooLongError{Len: int64(len(line)), Max: r.maxLine}
+		env := LeadingEnvelope(line[:r.maxLine])
+		return nil, true, &LineTooLongError{Len: int64(len(line)), Max: r.maxLine, Type: env.Type, ID: env.ID}
 	}
 	if isBlank(line) {
 		return nil, false, nil
@@ -211,6 +219,8 @@ func (r *Reader) fill() {
 func (r *Reader) skipLong() error {
 	n := int64(r.w - r.r)
 	last := r.buf[r.w-1]
+	// The record's first maxLine bytes are still here: read its type and id before they go.
+	r.head = LeadingEnvelope(r.buf[r.r : r.r+r.maxLine])
 	r.r, r.w, r.scanned = 0, 0, 0
 	for r.err == nil {
 		r.fill()
@@ -236,7 +246,9 @@ func (r *Reader) tooLong(n int64, last byte) error {
 	if last == '\r' {
 		n--
 	}
-	return &LineTooLongError{Len: n, Max: r.maxLine}
+	head := r.head
+	r.head = Envelope{}
+	return &LineTooLongError{Len: n, Max: r.maxLine, Type: head.Type, ID: head.ID}
 }
 
 // Envelope is the part of a record every consumer needs to route it: its type and, when the record
@@ -301,6 +313,62 @@ func DecodeEnvelope(line []byte) (Envelope, error) {
 		env.ID = id.text(line, false)
 	}
 	return env, nil
+}
+
+// LeadingEnvelope reads the "type" and "id" of a record from its first bytes, for a record too long
+// to keep: b is the start of the record, cut anywhere. It reads the top-level members in order and
+// stops at the first one that does not end within b (or at anything that is not JSON); "type" and
+// "id" count when their string values were read whole before that point. Whatever cannot be read
+// is left empty. So an agent whose answer may be long puts "type" and "id" first, as every line
+// the daemon writes does: the command it answers then fails at once with line_too_long.
+func LeadingEnvelope(b []byte) Envelope {
+	var env Envelope
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return env
+	}
+	i = skipSpace(b, i+1)
+	for i < len(b) && b[i] == '"' {
+		j, kEsc, err := scanString(b, i)
+		if err != nil {
+			return env
+		}
+		name := keyName(b[i+1:j-1], kEsc)
+		i = skipSpace(b, j)
+		if i >= len(b) || b[i] != ':' {
+			return env
+		}
+		i = skipSpace(b, i+1)
+		if i >= len(b) {
+			return env
+		}
+		v := member{set: true, kind: b[i]}
+		if v.kind == '"' {
+			j, v.escaped, err = scanString(b, i)
+			v.start, v.end = i+1, j-1
+		} else {
+			j, err = scanValue(b, i, 1)
+		}
+		if err != nil {
+			return env
+		}
+		switch {
+		case name == "type" && v.kind == '"':
+			env.Type = v.text(b, true)
+		case name == "type":
+			env.Type = ""
+		case name == "id" && v.kind == '"':
+			env.ID = v.text(b, false)
+		case name == "id":
+			env.ID = ""
+		}
+		i = skipSpace(b, j)
+		if i >= len(b) || b[i] != ',' {
+			return env
+		}
+		i = skipSpace(b, i+1)
+	}
+	return env
 }
 
 // member is where the value of "type" or "id" sits in the line.
@@ -731,18 +799,33 @@ func scanLiteral(b []byte, i int, lit string) (int, *InvalidLineError) {
 // ErrNewlineInRecord is returned for a record that holds a raw '\n', which would split it in two.
 var ErrNewlineInRecord = errors.New("agentproc: record contains a newline")
 
-// AppendRecord appends v as one JSONL record to dst: its encoding/json form and a '\n'.
+// AppendRecord appends v as one JSONL record to dst: its JSON (as Marshal writes it) and a '\n'.
 // JSON from encoding/json never holds a raw newline (strings escape it, json.RawMessage and
 // MarshalJSON output are compacted), but a record that does is rejected with ErrNewlineInRecord
 // rather than written as two lines. On error dst is returned unchanged.
 func AppendRecord(dst []byte, v any) ([]byte, error) {
-	b, err := json.Marshal(v)
+	b, err := Marshal(v)
 	if err != nil {
-		return dst, fmt.Errorf("agentproc: encode record: %w", err)
+		return dst, err
 	}
 	if bytes.IndexByte(b, '\n') >= 0 {
 		return dst, ErrNewlineInRecord
 	}
 	dst = append(dst, b...)
 	return append(dst, '\n'), nil
+}
+
+// Marshal is the JSON of one record, as the daemon writes records to an agent: encoding/json's,
+// without its HTML escaping. json.Marshal writes '<', '>' and '&' as six-byte \u escapes for the
+// sake of HTML pages, which a pipe does not need: a prompt of '<' would grow sixfold on its way to
+// the agent. (U+2028 and U+2029 are still escaped, as encoding/json always does.)
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("agentproc: encode record: %w", err)
+	}
+	b := buf.Bytes()
+	return b[:len(b)-1], nil // Encode ends the value with '\n'
 }

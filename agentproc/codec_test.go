@@ -554,3 +554,71 @@ func BenchmarkDecodeEnvelopeStdlib(b *testing.B) {
 		}
 	}
 }
+
+// An answer too long to keep still names what it answers: the type and id before the cut.
+func TestReaderLineTooLongNamesItsID(t *testing.T) {
+	big := strings.Repeat("a", 300)
+	cases := []struct {
+		name, line, typ, id string
+	}{
+		{"id first", `{"type":"response","id":"turn.prompt.1","data":"` + big + `"}`, TypeResponse, "turn.prompt.1"},
+		{"id after a small member", `{"type":"surface_dispatch_result","ok":true,"id":"demo#3","state":{"x":"` + big + `"}}`, TypeSurfaceDispatchResult, "demo#3"},
+		{"id after the cut", `{"type":"response","data":"` + big + `","id":"late"}`, TypeResponse, ""},
+		{"id not a string", `{"type":"response","id":7,"data":"` + big + `"}`, TypeResponse, ""},
+		{"escaped key and value", `{"typ\u0065":"response","id":"a\"b","data":"` + big + `"}`, TypeResponse, `a"b`},
+		{"not an object", `["` + big + `"]`, "", ""},
+		{"garbage", `{"type":"response","id":"x" nope ` + big, TypeResponse, "x"},
+	}
+	for _, c := range cases {
+		for _, mode := range []string{"buffered", "streamed"} {
+			t.Run(c.name+"/"+mode, func(t *testing.T) {
+				var r *Reader
+				data := c.line + "\n" + `{"type":"after"}` + "\n"
+				if mode == "buffered" {
+					// The whole line fits in the buffer: record() cuts it.
+					r = newReaderSize(strings.NewReader(data), 100, 4096)
+				} else {
+					// One byte at a time: skipLong discards it as it streams by.
+					r = newReaderSize(iotest.OneByteReader(strings.NewReader(data)), 100, 16)
+				}
+				_, err := r.Next()
+				var tl *LineTooLongError
+				if !errors.As(err, &tl) {
+					t.Fatalf("err = %v, want a LineTooLongError", err)
+				}
+				if tl.Type != c.typ || tl.ID != c.id || tl.Len != int64(len(c.line)) {
+					t.Fatalf("type %q id %q len %d, want %q %q %d", tl.Type, tl.ID, tl.Len, c.typ, c.id, len(c.line))
+				}
+				if line, err := r.Next(); err != nil || string(line) != `{"type":"after"}` {
+					t.Fatalf("next record %q, %v", line, err)
+				}
+			})
+		}
+	}
+}
+
+func TestLeadingEnvelopeOfAWholeLine(t *testing.T) {
+	env := LeadingEnvelope([]byte(`{"id":"one","type":"response","id":"two"}`))
+	if env.Type != TypeResponse || env.ID != "two" {
+		t.Fatalf("%+v: the last of repeated members wins, as in encoding/json", env)
+	}
+}
+
+// Records go to the agent without HTML escaping: '<' stays one byte.
+func TestMarshalDoesNotEscapeHTML(t *testing.T) {
+	b, err := Marshal(PromptCommand{Type: CmdPrompt, ID: "p", Message: "<a href='x'>&</a>\u2028"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"p","type":"prompt","message":"<a href='x'>&</a>\u2028"}`
+	if string(b) != want {
+		t.Fatalf("got  %s\nwant %s", b, want)
+	}
+	rec, err := AppendRecord(nil, json.RawMessage(`{"type":"x","s":"<>"}`))
+	if err != nil || string(rec) != "{\"type\":\"x\",\"s\":\"<>\"}\n" {
+		t.Fatalf("AppendRecord = %q, %v", rec, err)
+	}
+	if _, err := Marshal(func() {}); err == nil {
+		t.Fatal("a func marshaled")
+	}
+}

@@ -118,7 +118,7 @@ func (s *sessionActor) sendLine(ctx actor.Context, v any, expect bool) {
 	if s.agent.pid == nil {
 		return
 	}
-	line, err := json.Marshal(v)
+	line, err := proc.Marshal(v)
 	if err != nil {
 		s.log.Error("record not marshalable", "err", err)
 		return

@@ -443,7 +443,7 @@ func (d *domainActor) run(ctx actor.Context, p pending) {
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
 		}
-		line, err := json.Marshal(agentproc.SurfaceDispatch{
+		line, err := agentproc.Marshal(agentproc.SurfaceDispatch{
 			Type: agentproc.TypeSurfaceDispatch, ID: p.id, Domain: d.cfg.Domain,
 			Action: cmd.GetAction(), Args: args, State: d.state, Rev: d.rev,
 		})

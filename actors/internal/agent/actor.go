@@ -5,7 +5,6 @@
 package agent
 
 import (
-	"encoding/json"
 	"log/slog"
 	"sync"
 	"time"
@@ -230,13 +229,4 @@ func (h *handler) Exited(st proc.ExitStatus) {
 	}
 	a.log.Info("agent exited", "code", st.Code, "signal", st.Signal)
 	a.root.Send(a.parent, msg)
-}
-
-// Line marshals v as one JSONL record for AgentSend.
-func Line(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("agentproc: unmarshalable record: " + err.Error())
-	}
-	return b
 }

@@ -1,7 +1,6 @@
 package turn
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -224,7 +223,7 @@ func (m *Machine) reqID(purpose string) string {
 
 // send writes a command; with reply, its answer comes back to Reply.
 func (m *Machine) send(v any, replyID string) {
-	line, err := json.Marshal(v)
+	line, err := proc.Marshal(v)
 	if err != nil { // the commands are plain structs: cannot happen
 		m.log.Error("agent command not marshalable", "err", err)
 		return
