@@ -22,9 +22,10 @@ import (
 // stdin, one reader for its stdout (the protocol) and one for its stderr (the session log). Unix
 // only: it relies on process groups.
 
-// WriteQueueLimit bounds the bytes Process.Write queues for an agent that does not read its stdin:
-// past it Write fails with ErrWriteQueueFull instead of growing without end. Beyond the queue, the
-// writer goroutine holds the one chunk it is writing (64 KiB, or one record if that is longer).
+// WriteQueueLimit is the default of Spec.StdinBytes: the bytes Process.Write queues for an agent
+// that does not read its stdin. Past it Write fails with ErrWriteQueueFull instead of growing without
+// end. Beyond the queue, the writer goroutine holds the one chunk it is writing (64 KiB, or one
+// record if that is longer).
 const WriteQueueLimit = 64 << 20
 
 const (
@@ -55,8 +56,8 @@ const (
 // ErrClosed is returned by Process.Write after the process exited or Close was called.
 var ErrClosed = errors.New("agentproc: process closed")
 
-// ErrWriteQueueFull is returned by Process.Write when WriteQueueLimit bytes are already waiting for
-// the agent to read them (so a single record longer than WriteQueueLimit is always refused).
+// ErrWriteQueueFull is returned by Process.Write when Spec.StdinBytes are already waiting for the
+// agent to read them (so a single record longer than that is always refused).
 var ErrWriteQueueFull = errors.New("agentproc: stdin queue full: the agent is not reading its input")
 
 // Spec describes the agent process to start.
@@ -67,6 +68,7 @@ type Spec struct {
 	MaxLine     int           // cap on one stdout record in bytes; 0: DefaultMaxLine
 	StderrBytes int           // size of the stderr ring buffer; 0: 64 KiB
 	KillAfter   time.Duration // how long Close waits after SIGTERM before SIGKILL; 0: 2s
+	StdinBytes  int           // bound of the stdin queue (records not yet read by the agent); 0: WriteQueueLimit
 	// Stderr, when set, receives each stderr line (without "\n" and a trailing "\r"; a line longer
 	// than 64 KiB arrives in pieces), for the session log. It is called from the stderr goroutine.
 	Stderr func(line string)
@@ -93,6 +95,9 @@ type Diagnostic struct {
 	Code    string // CodeInvalidJSON, CodeNotAnObject, CodeMissingType or CodeLineTooLong
 	Message string // what is wrong, with a quoted excerpt of the line when it was kept
 	Len     int64  // length of the dropped line in bytes
+	// Type and ID of a line too long to keep, read from its first bytes (LeadingEnvelope):
+	// the answer it was may still be matched to its command. Empty otherwise.
+	Type, ID string
 }
 
 // ExitStatus is how the agent process ended.
@@ -109,7 +114,7 @@ type ExitStatus struct {
 // return.
 type Handler interface {
 	Line(env Envelope, line []byte) // from the reader goroutine, in stdout order; line is the handler's to keep
-	Invalid(d Diagnostic)           // a dropped line; the stream goes on
+	Invalid(d Diagnostic)           // a dropped line (not logged here: a flood of them is the Handler's to summarise); the stream goes on
 	Exited(st ExitStatus)           // exactly once, after the last Line/Invalid
 }
 
@@ -129,6 +134,7 @@ type Process struct {
 	flusher   Flusher // h, when it batches
 	log       *slog.Logger
 	maxLine   int
+	maxQueue  int // Spec.StdinBytes
 	killAfter time.Duration
 	stderrCB  func(string)
 	tap       Tap
@@ -236,6 +242,7 @@ func Start(spec Spec, h Handler) (*Process, error) {
 		flusher:   flusherOf(h),
 		log:       logger.With("pid", cmd.Process.Pid),
 		maxLine:   spec.MaxLine,
+		maxQueue:  spec.StdinBytes,
 		killAfter: spec.KillAfter,
 		stderrCB:  spec.Stderr,
 		tap:       spec.Tap,
@@ -247,6 +254,9 @@ func Start(spec Spec, h Handler) (*Process, error) {
 	}
 	if p.killAfter <= 0 {
 		p.killAfter = defaultKillAfter
+	}
+	if p.maxQueue <= 0 {
+		p.maxQueue = WriteQueueLimit
 	}
 	size := spec.StderrBytes
 	if size <= 0 {
@@ -277,7 +287,7 @@ func (p *Process) Stderr() []byte { return p.ring.Bytes() }
 // passed as is); the writer goroutine adds it, writes the queue in chunks when the
 // queue drains. line is copied. Errors: ErrNewlineInRecord for a '\n' inside line; ErrClosed after
 // exit or Close; the write error (wrapping syscall.EPIPE when the agent closed its stdin) once a
-// write has failed; ErrWriteQueueFull when WriteQueueLimit bytes are waiting.
+// write has failed; ErrWriteQueueFull when Spec.StdinBytes are waiting.
 func (p *Process) Write(line []byte) error {
 	if n := len(line); n > 0 && line[n-1] == '\n' {
 		line = line[:n-1]
@@ -294,7 +304,7 @@ func (p *Process) Write(line []byte) error {
 		err := p.werr
 		p.wmu.Unlock()
 		return err
-	case p.wqBytes+len(line)+1 > WriteQueueLimit:
+	case p.wqBytes+len(line)+1 > p.maxQueue:
 		queued := p.wqBytes
 		p.wmu.Unlock()
 		return fmt.Errorf("%w (%d bytes waiting, record of %d bytes)", ErrWriteQueueFull, queued, len(line)+1)
@@ -402,7 +412,7 @@ func (p *Process) readStdout(done chan<- struct{}) {
 		}
 		if err != nil {
 			if tl, ok := err.(*LineTooLongError); ok {
-				p.invalid(Diagnostic{Code: CodeLineTooLong, Message: tl.Error(), Len: tl.Len})
+				p.h.Invalid(Diagnostic{Code: CodeLineTooLong, Message: tl.Error(), Len: tl.Len, Type: tl.Type, ID: tl.ID})
 				continue
 			}
 			switch {
@@ -420,7 +430,7 @@ func (p *Process) readStdout(done chan<- struct{}) {
 		env, err := DecodeEnvelope(line)
 		if err != nil {
 			il := err.(*InvalidLineError)
-			p.invalid(Diagnostic{Code: il.Code, Message: il.Reason + ": " + excerpt(line), Len: int64(len(line))})
+			p.h.Invalid(Diagnostic{Code: il.Code, Message: il.Reason + ": " + excerpt(line), Len: int64(len(line))})
 			continue
 		}
 		p.h.Line(env, bytes.Clone(line))
@@ -430,11 +440,6 @@ func (p *Process) readStdout(done chan<- struct{}) {
 			p.flusher.Flush()
 		}
 	}
-}
-
-func (p *Process) invalid(d Diagnostic) {
-	p.log.Warn("agent wrote an invalid line; dropped", "code", d.Code, "len", d.Len, "msg", d.Message)
-	p.h.Invalid(d)
 }
 
 // excerpt quotes the start of a line for a diagnostic.

@@ -725,6 +725,28 @@ func TestProcessWriteQueueBounded(t *testing.T) {
 	waitExit(t, p, r)
 }
 
+func TestProcessStdinBytesBoundsTheQueue(t *testing.T) {
+	r := newRecorder()
+	p := start(t, Spec{Argv: sh(`exec sleep 100`), StdinBytes: 256 << 10}, r) // never reads stdin
+	record := bytes.Repeat([]byte("q"), 64<<10)
+	var accepted int
+	var err error
+	for accepted <= 4<<20 {
+		if err = p.Write(record); err != nil {
+			break
+		}
+		accepted += len(record) + 1
+	}
+	if !errors.Is(err, ErrWriteQueueFull) || accepted > 1<<20 {
+		t.Fatalf("after %d bytes Write = %v, want ErrWriteQueueFull within 256 KiB plus the pipe and one chunk", accepted, err)
+	}
+	if err := p.Write(bytes.Repeat([]byte("q"), 300<<10)); !errors.Is(err, ErrWriteQueueFull) {
+		t.Fatalf("a record over the bound: %v", err)
+	}
+	p.Close()
+	waitExit(t, p, r)
+}
+
 func openFDs(t *testing.T) int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
