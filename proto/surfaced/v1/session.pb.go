@@ -3025,7 +3025,12 @@ type RunCommand struct {
 	Action string                 `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
 	Args   []byte                 `protobuf:"bytes,4,opt,name=args,proto3" json:"args,omitempty"`
 	// Set by the session when the command comes from the agent (surface_command id).
-	Correlation   string `protobuf:"bytes,5,opt,name=correlation,proto3" json:"correlation,omitempty"`
+	Correlation string `protobuf:"bytes,5,opt,name=correlation,proto3" json:"correlation,omitempty"`
+	// When the caller stops waiting, in Unix milliseconds (0: no deadline).
+	// The domain does not start a command whose deadline has passed, and an
+	// agent-hosted command's settle window ends at it (it travels to the
+	// agent as surface_dispatch's deadline).
+	DeadlineMs    int64 `protobuf:"varint,6,opt,name=deadline_ms,json=deadlineMs,proto3" json:"deadline_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3093,6 +3098,13 @@ func (x *RunCommand) GetCorrelation() string {
 		return x.Correlation
 	}
 	return ""
+}
+
+func (x *RunCommand) GetDeadlineMs() int64 {
+	if x != nil {
+		return x.DeadlineMs
+	}
+	return 0
 }
 
 type CommandResult struct {
@@ -4227,8 +4239,13 @@ type AgentReply struct {
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	Type  string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	Line  []byte                 `protobuf:"bytes,3,opt,name=line,proto3" json:"line,omitempty"`
-	// The agent exited before answering.
-	Failed        bool `protobuf:"varint,4,opt,name=failed,proto3" json:"failed,omitempty"`
+	// No answer will come: the agent exited before answering, or (error set)
+	// the command or its answer was lost while the agent runs.
+	Failed bool `protobuf:"varint,4,opt,name=failed,proto3" json:"failed,omitempty"`
+	// Why a command failed while its agent runs: write_failed (the command
+	// could not be written to the agent's stdin) or line_too_long (the
+	// answer was over the line cap and dropped). Unset when the agent exited.
+	Error         *Error `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4289,6 +4306,13 @@ func (x *AgentReply) GetFailed() bool {
 		return x.Failed
 	}
 	return false
+}
+
+func (x *AgentReply) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
 }
 
 // AgentLine is one record the agent wrote on stdout that no one was waiting for.
@@ -4774,14 +4798,16 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\vAbortResult\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x19\n" +
 	"\bwas_busy\x18\x02 \x01(\bR\awasBusy\x12(\n" +
-	"\x05error\x18\x03 \x01(\v2\x12.surfaced.v1.ErrorR\x05error\"\x9f\x01\n" +
+	"\x05error\x18\x03 \x01(\v2\x12.surfaced.v1.ErrorR\x05error\"\xc0\x01\n" +
 	"\n" +
 	"RunCommand\x12+\n" +
 	"\x06caller\x18\x01 \x01(\v2\x13.surfaced.v1.CallerR\x06caller\x12\x16\n" +
 	"\x06domain\x18\x02 \x01(\tR\x06domain\x12\x16\n" +
 	"\x06action\x18\x03 \x01(\tR\x06action\x12\x12\n" +
 	"\x04args\x18\x04 \x01(\fR\x04args\x12 \n" +
-	"\vcorrelation\x18\x05 \x01(\tR\vcorrelation\"\xbf\x01\n" +
+	"\vcorrelation\x18\x05 \x01(\tR\vcorrelation\x12\x1f\n" +
+	"\vdeadline_ms\x18\x06 \x01(\x03R\n" +
+	"deadlineMs\"\xbf\x01\n" +
 	"\rCommandResult\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12(\n" +
@@ -4863,13 +4889,14 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\tAgentSend\x12\x12\n" +
 	"\x04line\x18\x01 \x01(\fR\x04line\x12\x1b\n" +
 	"\texpect_id\x18\x02 \x01(\tR\bexpectId\x12+\n" +
-	"\breply_to\x18\x03 \x01(\v2\x10.surfaced.v1.PidR\areplyTo\"\\\n" +
+	"\breply_to\x18\x03 \x01(\v2\x10.surfaced.v1.PidR\areplyTo\"\x86\x01\n" +
 	"\n" +
 	"AgentReply\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
 	"\x04line\x18\x03 \x01(\fR\x04line\x12\x16\n" +
-	"\x06failed\x18\x04 \x01(\bR\x06failed\"e\n" +
+	"\x06failed\x18\x04 \x01(\bR\x06failed\x12(\n" +
+	"\x05error\x18\x05 \x01(\v2\x12.surfaced.v1.ErrorR\x05error\"e\n" +
 	"\tAgentLine\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\rR\vincarnation\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x0e\n" +
@@ -5042,12 +5069,13 @@ var file_surfaced_v1_session_proto_depIdxs = []int32{
 	3,  // 58: surfaced.v1.SurfaceList.error:type_name -> surfaced.v1.Error
 	2,  // 59: surfaced.v1.AgentAvailable.agent:type_name -> surfaced.v1.Pid
 	2,  // 60: surfaced.v1.AgentSend.reply_to:type_name -> surfaced.v1.Pid
-	62, // 61: surfaced.v1.AgentLines.lines:type_name -> surfaced.v1.AgentLine
-	62, // [62:62] is the sub-list for method output_type
-	62, // [62:62] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	3,  // 61: surfaced.v1.AgentReply.error:type_name -> surfaced.v1.Error
+	62, // 62: surfaced.v1.AgentLines.lines:type_name -> surfaced.v1.AgentLine
+	63, // [63:63] is the sub-list for method output_type
+	63, // [63:63] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_surfaced_v1_session_proto_init() }
