@@ -24,10 +24,15 @@ const (
 	CodeImagesRefused = "images_not_supported"
 	CodeInboxFull     = "inbox_full"
 	CodeUnknownUI     = "unknown_ui_request"
+	CodeTooLarge      = "too_large"
 )
 
-// DefaultInboxMax is the inbox bound when Config.InboxMax is 0.
-const DefaultInboxMax = 100
+// Defaults of the inbox's bounds.
+const (
+	DefaultInboxMax    = 100      // prompts (Config.InboxMax)
+	DefaultPromptBytes = 16 << 20 // one prompt (Config.PromptBytes)
+	DefaultInboxBytes  = 32 << 20 // every prompt waiting (Config.InboxBytes)
+)
 
 // Out is what the machine tells the session. Its methods are called
 // synchronously, in the order things happen, from within the machine's
@@ -87,6 +92,13 @@ type Config struct {
 	Reserve func(need uint64) (reserved uint64)
 	// InboxMax bounds the prompts waiting in the inbox (0: DefaultInboxMax).
 	InboxMax int
+	// PromptBytes bounds one prompt: its text and its images' data (0:
+	// DefaultPromptBytes). It also bounds the prompts joined into one
+	// turn's prompt command: the next turn takes what is left.
+	PromptBytes int
+	// InboxBytes bounds the prompts waiting, in bytes as PromptBytes
+	// counts them (0: DefaultInboxBytes).
+	InboxBytes int
 	// Images reports whether prompts may carry images now. Nil: never.
 	Images func() bool
 	// Now stamps transcript entries and times turns. Nil: entries carry a
@@ -130,6 +142,27 @@ type queued struct {
 	// failWhy, when set, fails it as soon as it is recorded: the inbox was
 	// failed (FailInbox) while its record was in flight.
 	failWhy string
+	size    int // promptSize
+}
+
+// promptSize is what a prompt weighs against PromptBytes and InboxBytes:
+// its text and its images, as they go to the agent.
+func promptSize(text string, images []*pb.Image) int {
+	n := len(text)
+	for _, im := range images {
+		n += len(im.GetData()) + len(im.GetMimeType())
+	}
+	return n
+}
+
+// inboxSize is what the inbox holds, in bytes as promptSize counts them
+// (the inbox holds at most InboxMax prompts).
+func (m *Machine) inboxSize() int {
+	n := 0
+	for _, q := range m.inbox {
+		n += q.size
+	}
+	return n
 }
 
 // Machine is a session's turns, inbox and agent dialogs. The zero value is
@@ -141,6 +174,8 @@ type Machine struct {
 	images   func() bool
 	reserve  func(uint64) uint64
 	inboxMax int
+	// promptBytes and inboxBytes bound a prompt and the inbox.
+	promptBytes, inboxBytes int
 
 	// Ids: the last turn and prompt ids handed out, the highest reserved.
 	turnID, promptID, reserved uint64
@@ -178,6 +213,14 @@ func New(cfg Config) *Machine {
 	}
 	if m.inboxMax <= 0 {
 		m.inboxMax = DefaultInboxMax
+	}
+	m.promptBytes = cfg.PromptBytes
+	if m.promptBytes <= 0 {
+		m.promptBytes = DefaultPromptBytes
+	}
+	m.inboxBytes = cfg.InboxBytes
+	if m.inboxBytes <= 0 {
+		m.inboxBytes = DefaultInboxBytes
 	}
 	return m
 }
@@ -250,18 +293,25 @@ func turnStart(id uint64, promptIDs []uint64) *pb.ChatEvent_TurnStart {
 // record is durable: Recorded accepts the prompt (its user message; a turn
 // starts at once when the agent is ready and idle, else it waits in the
 // inbox), Unrecorded drops it as if it never came. A refused prompt (no
-// text and no images, images the agent does not take, a full inbox)
-// changes nothing.
+// text and no images, over PromptBytes, images the agent does not take, a
+// full inbox in prompts or bytes) changes nothing.
 func (m *Machine) Prompt(p Prompt) (id uint64, refused *pb.Error) {
+	size := promptSize(p.Text, p.Images)
 	switch {
 	case strings.TrimSpace(p.Text) == "" && len(p.Images) == 0:
 		return 0, pb.Err(CodeEmptyPrompt, "the prompt has no text")
+	case size > m.promptBytes:
+		return 0, pb.Err(CodeTooLarge, fmt.Sprintf("the prompt is %d bytes, over the %d-byte limit (limits.prompt_bytes)", size, m.promptBytes))
 	case len(p.Images) > 0 && (m.images == nil || !m.images()):
 		return 0, pb.Err(CodeImagesRefused, "this agent does not accept images")
 	case len(m.inbox) >= m.inboxMax:
 		return 0, pb.Err(CodeInboxFull, fmt.Sprintf("%d prompts are already waiting", len(m.inbox)))
 	}
-	q := queued{id: m.next(&m.promptID), text: p.Text, images: p.Images, via: p.Via, tag: p.Tag}
+	if held := m.inboxSize(); len(m.inbox) > 0 && held+size > m.inboxBytes {
+		return 0, pb.Err(CodeInboxFull, fmt.Sprintf("%d bytes of prompts are already waiting; this one (%d bytes) would pass the %d-byte limit (limits.inbox_bytes)",
+			held, size, m.inboxBytes))
+	}
+	q := queued{id: m.next(&m.promptID), text: p.Text, images: p.Images, via: p.Via, tag: p.Tag, size: size}
 	if m.cur == nil && m.ready && len(m.inbox) == 0 {
 		// It will start a turn as soon as it is recorded: its record names
 		// that turn, and the turn does not write it again.
@@ -424,14 +474,19 @@ func (m *Machine) AbortGraceExpired(turnID uint64) {
 	}
 }
 
-// maybeStart starts a turn for every accepted prompt queued when the agent
-// can take it (those whose record is in flight come after them, and wait).
+// maybeStart starts a turn for the accepted prompts queued when the agent
+// can take it, as many as fit in PromptBytes (those whose record is in
+// flight come after them, and wait).
 func (m *Machine) maybeStart() {
 	if m.cur != nil || !m.ready {
 		return
 	}
-	n := 0
-	for n < len(m.inbox) && m.inbox[n].recorded {
+	// The recorded prompts at the head of the inbox, as long as together
+	// they stay within PromptBytes (the first one always goes); the rest
+	// wait for the next turn.
+	n, size := 0, 0
+	for n < len(m.inbox) && m.inbox[n].recorded && (n == 0 || size+m.inbox[n].size <= m.promptBytes) {
+		size += m.inbox[n].size
 		n++
 	}
 	if n == 0 {

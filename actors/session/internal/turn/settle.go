@@ -54,6 +54,28 @@ func (m *Machine) Reply(id string, line []byte, failed bool) {
 	}
 }
 
+// Lost says that the command with this id (the prompt, the get_state
+// barrier) will get no answer although the agent runs: it could not be
+// written to the agent, or the agent's answer was too long to keep. why
+// says which, for people. The turn ends with that error rather than wait
+// for an answer (or an exit) that will not come. An id of a turn that has
+// ended since is ignored.
+func (m *Machine) Lost(id, why string) {
+	t := m.cur
+	if t == nil || id == "" || (id != t.promptReq && id != t.settleID) {
+		return
+	}
+	if id == t.settleID {
+		t.settleID = ""
+	}
+	m.log.Warn("a turn's command got no answer", "turn", t.id, "id", id, "why", why)
+	if id == t.promptReq {
+		m.endTurn("error", "The prompt did not reach the agent: "+why+".")
+		return
+	}
+	m.endTurn("error", "The agent's state could not be read: "+why+".")
+}
+
 // promptAnswered reads the answer to the turn's prompt command.
 func (m *Machine) promptAnswered(line []byte, failed bool) {
 	if failed {
