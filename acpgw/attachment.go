@@ -357,6 +357,10 @@ func (a *attachment) commandDone(ctx actor.Context, cmd command, res any, err er
 			a.answer(h, nil, errInvalidParams("prompt", "The prompt carried no text."))
 		case session.CodeStoreUnavailable, session.CodeOutcomeUnknown:
 			a.answer(h, nil, errStore(e.GetCode()))
+		case session.CodeTooLarge:
+			// The session names the limit: "the prompt is N bytes, over the
+			// M-byte limit (limits.prompt_bytes)".
+			a.answer(h, nil, errInvalidParams("prompt", "%s", upperFirst(e.GetMessage())+"."))
 		default:
 			a.srv.log.Warn("acp prompt refused by the session", "connection", a.conn.id, "session", a.sessionID, "code", e.GetCode(), "message", e.GetMessage())
 			a.answer(h, nil, errInternal(e.GetCode()))
@@ -469,4 +473,13 @@ func (a *attachment) finish(ctx actor.Context, why string) {
 func (a *attachment) stopLater(ctx actor.Context) {
 	self, root := ctx.Self(), a.root
 	time.AfterFunc(finishGrace, func() { root.Send(self, &stopNow{}) })
+}
+
+// upperFirst makes a session's message ("the prompt is …") an editor's
+// sentence.
+func upperFirst(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
 }

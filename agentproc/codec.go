@@ -263,7 +263,6 @@ const (
 	CodeInvalidJSON = "invalid_json"
 	CodeNotAnObject = "not_an_object"
 	CodeMissingType = "missing_type"
-	CodeLineTooLong = "line_too_long"
 )
 
 // InvalidLineError says why a record is not a protocol line.

@@ -36,6 +36,9 @@ const (
 	// CodeOutcomeUnknown: the change was sent to the store and its answer
 	// never came: it may or may not have been applied.
 	CodeOutcomeUnknown = "outcome_unknown"
+	// CodeLineTooLong: the agent's answer was over the line cap (it was
+	// dropped); the command did not change the state.
+	CodeLineTooLong = "line_too_long"
 )
 
 // SurfaceKeyPrefix prefixes the session KV key of a domain's snapshot.

@@ -13,6 +13,7 @@ import (
 	"github.com/surfaced/surfaced/actors/session/internal/lease"
 	"github.com/surfaced/surfaced/actors/session/internal/turn"
 	"github.com/surfaced/surfaced/internal/clock"
+	"github.com/surfaced/surfaced/internal/lograte"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -84,6 +85,8 @@ type sessionActor struct {
 	refusal *pb.Error
 	// activated: the session was loaded and counted (Started or ClusterInit).
 	activated bool
+	// diagLog bounds the log records of diagnostics (the agent's doing).
+	diagLog *lograte.Limiter
 }
 
 func newSessionActor(cfg Config) *sessionActor {
@@ -110,6 +113,7 @@ func newSessionActor(cfg Config) *sessionActor {
 		domains:      map[string]*domainRef{},
 		limiter:      rate.NewLimiter(rate.Limit(lim.CommandsPerSecond), lim.CommandsPerSecond),
 	}
+	s.diagLog = s.newDiagLog()
 	s.behavior = actor.NewBehavior()
 	if cfg.Record.ID == "" {
 		s.behavior.Become(s.activating)
@@ -117,6 +121,10 @@ func newSessionActor(cfg Config) *sessionActor {
 		s.behavior.Become(s.live)
 	}
 	return s
+}
+
+func (s *sessionActor) newDiagLog() *lograte.Limiter {
+	return lograte.New(s.log, "session diagnostics", lograte.Config{Lines: s.lim.AgentLogLines, Interval: s.lim.AgentLogInterval, Clock: s.clock})
 }
 
 // Messages of the actor's own timers and store callbacks. They never leave
@@ -215,7 +223,7 @@ func (s *sessionActor) live(ctx actor.Context) {
 	case *pb.AgentReply:
 		s.agentReply(ctx, m)
 	case *pb.AgentDiagnostic:
-		s.agentDiagnostic(m)
+		s.agentDiagnostic(ctx, m)
 	case *pb.AgentExited:
 		s.agentExited(ctx, m)
 

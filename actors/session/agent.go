@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"golang.org/x/time/rate"
 
 	agentactor "github.com/surfaced/surfaced/actors/internal/agent"
 	"github.com/surfaced/surfaced/actors/session/internal/turn"
 	proc "github.com/surfaced/surfaced/agentproc"
 	"github.com/surfaced/surfaced/internal/clock"
+	"github.com/surfaced/surfaced/internal/lograte"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -47,6 +49,13 @@ type agentLink struct {
 	nextReq    uint64
 	// crashes within the restart window, oldest first.
 	crashes []time.Time
+	// window is the current incarnation's flow control: what its reader
+	// handed over is released here once handled.
+	window *agentactor.Window
+	// unsolicited meters the lines the agent writes that nobody asked for.
+	unsolicited *rate.Limiter
+	// ignored counts them since the incarnation started (for the message).
+	ignored int
 }
 
 func (a *agentLink) stopTimer() {
@@ -75,18 +84,26 @@ func (s *sessionActor) startAgent(ctx actor.Context) {
 	if cwd == "" {
 		cwd = s.spec.Cwd
 	}
+	a.window = agentactor.NewWindow(s.lim.AgentWindowBytes)
+	a.ignored = 0
+	a.unsolicited = nil
+	if s.lim.FloodRate > 0 {
+		a.unsolicited = rate.NewLimiter(rate.Limit(s.lim.FloodRate), s.lim.FloodBurst)
+	}
 	cfg := agentactor.Config{
 		SessionID:   s.rec.ID,
 		Incarnation: a.incarnation,
 		Spec: proc.Spec{
-			Argv:    s.spec.Argv,
-			Dir:     cwd,
-			Env:     env,
-			MaxLine: s.lim.MaxLine,
-			Stderr:  func(line string) { s.log.Info("agent stderr", "line", line) },
-			Logger:  s.log,
+			Argv:       s.spec.Argv,
+			Dir:        cwd,
+			Env:        env,
+			MaxLine:    s.lim.MaxLine,
+			StdinBytes: s.lim.StdinBytes,
+			Logger:     s.log,
 		},
-		Logger: s.deps.Logger,
+		Logger:  s.deps.Logger,
+		Window:  a.window,
+		LogRate: lograte.Config{Lines: s.lim.AgentLogLines, Interval: s.lim.AgentLogInterval, Clock: s.clock},
 	}
 	if s.deps.AgentTap != nil {
 		cfg.Spec.Tap = s.deps.AgentTap(s.rec.ID)
@@ -280,20 +297,43 @@ func lastLine(s string) string {
 // ---------------------------------------------------------------------------
 // Agent lines
 
+// agentLines handles a batch the reader handed over, then gives its room in
+// the window back.
 func (s *sessionActor) agentLines(ctx actor.Context, m *pb.AgentLines) {
-	for _, l := range m.GetLines() {
-		s.agentLine(ctx, l)
+	lines := m.GetLines()
+	for _, l := range lines {
+		s.routeLine(ctx, l)
+	}
+	if len(lines) > 0 {
+		s.release(lines[0].GetIncarnation(), m)
 	}
 }
 
-// agentLine routes one line the agent wrote that nobody waited for: its
-// announcement, surface and KV lines, dialogs, and the turn's events.
+// agentLine handles one line the reader handed over, then gives its room in
+// the window back.
 func (s *sessionActor) agentLine(ctx actor.Context, m *pb.AgentLine) {
+	s.routeLine(ctx, m)
+	s.release(m.GetIncarnation(), m)
+}
+
+// release gives a handled message's room in the window back to the reader
+// of its incarnation (an older incarnation's reader is gone).
+func (s *sessionActor) release(incarnation uint32, m any) {
+	if incarnation == s.agent.incarnation && s.agent.window != nil {
+		s.agent.window.Release(agentactor.Cost(m))
+	}
+}
+
+// routeLine routes one line the agent wrote that nobody waited for: its
+// announcement, surface and KV lines, dialogs, and the turn's events.
+// Lines that nobody asked for are metered (unsolicited).
+func (s *sessionActor) routeLine(ctx actor.Context, m *pb.AgentLine) {
 	if m.GetIncarnation() != s.agent.incarnation || s.agent.pid == nil {
 		return
 	}
 	line := m.GetLine()
-	switch m.GetType() {
+	typ := m.GetType()
+	switch typ {
 	case proc.TypeAgentReady:
 		s.agentReady(ctx, line)
 	case proc.TypeResponse:
@@ -305,23 +345,74 @@ func (s *sessionActor) agentLine(ctx actor.Context, m *pb.AgentLine) {
 		} else {
 			s.log.Debug("uncorrelated response", "id", r.ID, "command", r.Command)
 		}
+		s.unsolicitedLine(ctx, "an answer to no command")
 	case proc.TypeExtensionUIRequest:
 		if err := s.turns.UIRequest(line); err != nil {
 			s.diagnostic("invalid_line", err.Error())
 		}
 	case proc.TypeSurfaceCommand, proc.TypeSurfaceGet, proc.TypeStateSet, proc.TypeStateDelete:
 		if !s.agent.announced {
-			s.diagnostic("invalid_line", m.GetType()+" from an agent that did not announce "+proc.Protocol)
+			s.diagnostic("invalid_line", typ+" from an agent that did not announce "+proc.Protocol)
+			s.unsolicitedLine(ctx, "surface lines without "+proc.Protocol)
 			return
 		}
-		s.surfaceLine(ctx, m.GetType(), line)
+		s.surfaceLine(ctx, typ, line)
 	case proc.TypeSurfaceDispatchResult:
 		s.log.Debug("late surface_dispatch_result ignored", "id", m.GetId())
+		s.unsolicitedLine(ctx, "an answer to no command")
 	default:
-		if err := s.turns.AgentLine(m.GetType(), line); err != nil {
+		if !agentEvent(typ) {
+			// An unknown type, or a line only the daemon writes.
+			s.unsolicitedLine(ctx, "lines of a type nobody reads")
+			return
+		}
+		busy := s.turns.Busy()
+		if err := s.turns.AgentLine(typ, line); err != nil {
 			s.diagnostic("invalid_line", err.Error())
 		}
+		if !busy && !s.turns.Busy() && typ != proc.EventSessionInfoChanged {
+			// An event that belongs to no turn and started none.
+			s.unsolicitedLine(ctx, "events outside a turn")
+		}
 	}
+}
+
+// agentEvent reports whether typ is one of pi's events (the turn machine's
+// lines).
+func agentEvent(typ string) bool {
+	switch typ {
+	case proc.EventAgentStart, proc.EventAgentEnd, proc.EventTurnStart, proc.EventTurnEnd,
+		proc.EventMessageStart, proc.EventMessageUpdate, proc.EventMessageEnd,
+		proc.EventToolExecutionStart, proc.EventToolExecutionUpdate, proc.EventToolExecutionEnd,
+		proc.EventQueueUpdate, proc.EventCompactionStart, proc.EventCompactionEnd,
+		proc.EventAutoCompactionStart, proc.EventAutoCompactionEnd, proc.EventAutoRetryStart, proc.EventAutoRetryEnd,
+		proc.EventExtensionError, proc.EventSessionInfoChanged, proc.EventThinkingLevelChanged:
+		return true
+	}
+	return false
+}
+
+// unsolicitedLine meters a line the agent wrote that nobody asked for. An
+// agent that keeps writing them past the flood limits is stopped: it would
+// otherwise keep the session (and the daemon's log, and its clients) busy
+// with nothing.
+func (s *sessionActor) unsolicitedLine(ctx actor.Context, what string) {
+	a := &s.agent
+	a.ignored++
+	if a.unsolicited == nil || a.pid == nil || a.unsolicited.AllowN(s.clock.Now(), 1) {
+		return
+	}
+	detail := fmt.Sprintf("the agent wrote %d lines nobody asked for (%s, among others), more than %d at once and %d a second after; it was stopped",
+		a.ignored, what, s.lim.FloodBurst, s.lim.FloodRate)
+	s.log.Warn("agent flooding its output; stopping it", "ignored", a.ignored, "last", what,
+		"burst", s.lim.FloodBurst, "rate", s.lim.FloodRate)
+	s.deps.Metrics.AgentExit("flooding")
+	s.emit(pb.DiagnosticOf(CodeAgentFlooding, detail), "")
+	s.setStatus(StatusError, CodeAgentFlooding, detail)
+	s.stopAgent(ctx)
+	// The agent is stopped on purpose, but its turn did not end well.
+	s.turns.AgentGone("stopped for flooding its output", false)
+	s.turns.FailInbox("the agent was stopped for flooding its output")
 }
 
 // agentReply routes the answer to a command with an id: the turn machine's,
@@ -329,6 +420,8 @@ func (s *sessionActor) agentLine(ctx actor.Context, m *pb.AgentLine) {
 func (s *sessionActor) agentReply(ctx actor.Context, m *pb.AgentReply) {
 	id := m.GetId()
 	switch {
+	case strings.HasPrefix(id, turn.ReplyPrefix) && m.GetError() != nil:
+		s.turns.Lost(id, m.GetError().GetMessage())
 	case strings.HasPrefix(id, turn.ReplyPrefix):
 		s.turns.Reply(id, m.GetLine(), m.GetFailed())
 	case strings.HasPrefix(id, "ready-"):
@@ -389,7 +482,8 @@ func (s *sessionActor) agentReady(ctx actor.Context, line []byte) {
 	s.becomeReady(ctx)
 }
 
-func (s *sessionActor) agentDiagnostic(m *pb.AgentDiagnostic) {
+func (s *sessionActor) agentDiagnostic(ctx actor.Context, m *pb.AgentDiagnostic) {
+	defer s.release(m.GetIncarnation(), m)
 	if m.GetIncarnation() != s.agent.incarnation {
 		return
 	}
@@ -399,6 +493,7 @@ func (s *sessionActor) agentDiagnostic(m *pb.AgentDiagnostic) {
 		code = "line_too_long"
 	}
 	s.emit(pb.DiagnosticOf(code, "agent line dropped: "+m.GetMessage()), "")
+	s.unsolicitedLine(ctx, "invalid lines")
 }
 
 // ---------------------------------------------------------------------------

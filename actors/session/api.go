@@ -51,4 +51,7 @@ const (
 	// CodeTurnNotReplayable: a subscription from the running turn's start
 	// was asked for, but the replay window no longer holds that start.
 	CodeTurnNotReplayable = "turn_not_replayable"
+	// CodeAgentFlooding: the agent kept writing lines nobody asked for and
+	// was stopped (a session status and diagnostic code).
+	CodeAgentFlooding = "agent_flooding"
 )

@@ -10,10 +10,13 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	agentactor "github.com/surfaced/surfaced/actors/internal/agent"
 	"github.com/surfaced/surfaced/actors/session/internal/framelog"
+	"github.com/surfaced/surfaced/actors/session/internal/turn"
 	"github.com/surfaced/surfaced/actors/surface"
 	proc "github.com/surfaced/surfaced/agentproc"
 	"github.com/surfaced/surfaced/internal/clock"
+	"github.com/surfaced/surfaced/internal/lograte"
 	"github.com/surfaced/surfaced/metrics"
 	"github.com/surfaced/surfaced/store"
 )
@@ -35,6 +38,7 @@ type Limits struct {
 	ReplayFrames      int           // frame log window, frames (4096)
 	ReplayBytes       int           // frame log window, bytes (4 MiB)
 	MaxLine           int           // agent stdout line cap (16 MiB)
+	StdinBytes        int           // agent stdin queue: records the agent has not read yet (64 MiB)
 	ReadyTimeout      time.Duration // agent readiness (30 s)
 	SettleWindow      time.Duration // agent-hosted command answer (15 s)
 	RestartMax        int           // restarts allowed within RestartWindow (3); negative: never restart
@@ -42,11 +46,30 @@ type Limits struct {
 	RestartBackoff    time.Duration // first backoff, doubled per restart (250 ms)
 	CommandsPerSecond int           // per session (1000)
 	InboxMax          int           // queued prompts (100)
+	PromptBytes       int           // one prompt, text and images; also what one turn's prompt command joins (16 MiB)
+	InboxBytes        int           // queued prompts, in bytes as PromptBytes counts them (32 MiB)
 	AbortGrace        time.Duration // a cancelled turn that does not end is ended after this (10 s)
 	IdleTimeout       time.Duration // a live session with no clients and no turn sleeps after this (0: never)
 	EndedLinger       time.Duration // an ended session's actor stays this long after its last request (60 s)
 	MaxSnapshot       int           // bytes of a surface snapshot (4 MiB)
 	MaxKVValue        int           // bytes of a KV value (1 MiB)
+
+	// AgentWindowBytes bounds the agent output read and not yet processed
+	// by the session; past it the daemon stops reading the agent's stdout
+	// until the session catches up (4 MiB).
+	AgentWindowBytes int
+	// FloodRate and FloodBurst bound the lines an agent writes that nobody
+	// asked for (unknown types, answers to nothing, invalid lines, events
+	// outside a turn): FloodBurst at once, then FloodRate a second,
+	// sustained. Past them the agent is stopped (agent_flooding). Defaults
+	// 100/s and 10000; a negative FloodRate never stops an agent.
+	FloodRate  int
+	FloodBurst int
+	// AgentLogLines of an agent's stderr lines (and as many of its dropped
+	// lines) are logged per AgentLogInterval; the rest are counted in one
+	// summary record (100 per 10 s).
+	AgentLogLines    int
+	AgentLogInterval time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -63,6 +86,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.ReplayFrames, framelog.DefaultReplayFrames)
 	def(&l.ReplayBytes, framelog.DefaultReplayBytes)
 	def(&l.MaxLine, 16<<20)
+	def(&l.StdinBytes, proc.WriteQueueLimit)
 	defd(&l.ReadyTimeout, 30*time.Second)
 	defd(&l.SettleWindow, surface.DefaultSettleWindow)
 	def(&l.RestartMax, 3)
@@ -70,10 +94,17 @@ func (l Limits) withDefaults() Limits {
 	defd(&l.RestartBackoff, 250*time.Millisecond)
 	def(&l.CommandsPerSecond, 1000)
 	def(&l.InboxMax, 100)
+	def(&l.PromptBytes, turn.DefaultPromptBytes)
+	def(&l.InboxBytes, turn.DefaultInboxBytes)
 	defd(&l.AbortGrace, 10*time.Second)
 	defd(&l.EndedLinger, 60*time.Second)
 	def(&l.MaxSnapshot, surface.DefaultMaxSnapshot)
 	def(&l.MaxKVValue, 1<<20)
+	def(&l.AgentWindowBytes, agentactor.DefaultWindowBytes)
+	def(&l.FloodRate, 100)
+	def(&l.FloodBurst, 10000)
+	def(&l.AgentLogLines, lograte.DefaultLines)
+	defd(&l.AgentLogInterval, lograte.DefaultInterval)
 	return l
 }
 

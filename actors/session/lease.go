@@ -50,6 +50,7 @@ func (s *sessionActor) clusterInit(ctx actor.Context, m *cluster.ClusterInit) {
 	id := m.Identity.GetIdentity()
 	s.self, s.root = ctx.Self(), ctx.ActorSystem().Root
 	s.log = s.log.With("session", id)
+	s.diagLog = s.newDiagLog()
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := store.CheckSessionID(id); err != nil {

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -62,13 +63,15 @@ func (s *sessionActor) started(ctx actor.Context) {
 
 	s.reserved = s.loadReservedIDs()
 	s.turns = turn.New(turn.Config{
-		Out:      turnOut{s},
-		LastID:   s.reserved,
-		Reserve:  s.reserveIDs,
-		InboxMax: s.lim.InboxMax,
-		Images:   func() bool { return s.status.images },
-		Now:      s.clock.Now,
-		Logger:   s.log,
+		Out:         turnOut{s},
+		LastID:      s.reserved,
+		Reserve:     s.reserveIDs,
+		InboxMax:    s.lim.InboxMax,
+		PromptBytes: s.lim.PromptBytes,
+		InboxBytes:  s.lim.InboxBytes,
+		Images:      func() bool { return s.status.images },
+		Now:         s.clock.Now,
+		Logger:      s.log,
 	})
 
 	if s.rec.Status == StatusEnded {
@@ -225,6 +228,7 @@ func (s *sessionActor) stopping(ctx actor.Context) {
 }
 
 func (s *sessionActor) stopped() {
+	s.diagLog.Close()
 	if s.activated {
 		s.deps.Metrics.SessionDown()
 	}
@@ -265,8 +269,11 @@ func (s *sessionActor) idle(ctx actor.Context) {
 
 func (s *sessionActor) emit(ev *pb.Event, sticky string) { s.hub.Emit(ev, sticky) }
 
+// diagnostic tells every client that something the agent did was refused
+// or dropped. Its log records are rate-limited: the agent decides how many
+// there are.
 func (s *sessionActor) diagnostic(code, message string) {
-	s.log.Warn("diagnostic", "code", code, "message", message)
+	s.diagLog.Log(slog.LevelWarn, "diagnostic", "code", code, "message", message)
 	s.emit(pb.DiagnosticOf(code, message), "")
 }
 

@@ -202,7 +202,7 @@ func (d *domainActor) dispatchAnswered(ctx actor.Context, m *pb.AgentReply) {
 		return
 	}
 	if m.GetFailed() {
-		d.finishDispatch(ctx, surfaceFail(agentproc.CodeAgentUnavailable, "the agent stopped before answering"), nil)
+		d.finishDispatch(ctx, lostDispatch(m.GetError()), nil)
 		return
 	}
 	res, state := parseDispatchResult(m.GetLine())
@@ -322,6 +322,20 @@ func (d *domainActor) stopping(ctx actor.Context) {
 }
 
 func surfaceFail(code, msg string) Result { return Fail(code, msg) }
+
+// lostDispatch is the result of a dispatch that will get no answer: the
+// agent exited (why is nil), the dispatch could not be written to it, or its
+// answer was over the line cap.
+func lostDispatch(why *pb.Error) Result {
+	switch why.GetCode() {
+	case "":
+		return Fail(agentproc.CodeAgentUnavailable, "the agent stopped before answering")
+	case agentproc.CodeLineTooLong:
+		return Fail(agentproc.CodeLineTooLong, why.GetMessage()+"; the state is unchanged")
+	default:
+		return Fail(agentproc.CodeAgentUnavailable, why.GetMessage())
+	}
+}
 
 func (d *domainActor) clock() clock.Clock {
 	if d.cfg.Clock != nil {

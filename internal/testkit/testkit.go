@@ -195,3 +195,23 @@ func LockSQLite(t testing.TB, path string) (release func()) {
 	t.Cleanup(release)
 	return release
 }
+
+// PythonAgent writes src to a file of the test's and returns the argv that
+// runs it with python3: a tiny agent that misbehaves in exactly the way a
+// test needs (floods, never reads, answers too long).
+func PythonAgent(t testing.TB, src string) []string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "agent.py")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"python3", path}
+}
+
+// BlockedWritingPipe reports whether process pid is asleep in a write to a
+// full pipe (its kernel wait channel): the barrier that shows an agent is
+// held back by its reader.
+func BlockedWritingPipe(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", pid))
+	return err == nil && strings.Contains(string(b), "pipe_write")
+}

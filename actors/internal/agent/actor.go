@@ -1,10 +1,14 @@
 // Package agent is the agent process actor: it owns one agent subprocess
 // (package agentproc does the process and JSONL work). Every stdin line goes
 // through this actor, one record per line; the reader goroutine turns each
-// stdout line into a message; responses are correlated by id.
+// stdout line into a message; responses are correlated by id. What the
+// reader hands the session is bounded by a Window (backpressure onto the
+// agent's pipe), and what the agent writes reaches the log at a bounded
+// rate (lograte).
 package agent
 
 import (
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -13,7 +17,19 @@ import (
 
 	"github.com/surfaced/surfaced/actors/dispatch"
 	proc "github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/internal/lograte"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+)
+
+// Codes of AgentReply.Error: the command will get no answer although its
+// agent runs.
+const (
+	// CodeWriteFailed: the command could not be written to the agent's
+	// stdin (the agent does not read it, or closed it).
+	CodeWriteFailed = "write_failed"
+	// CodeLineTooLong: the agent's answer was over the line cap and was
+	// dropped (its id was read from the line's first bytes).
+	CodeLineTooLong = proc.CodeLineTooLong
 )
 
 // Config configures one agent process actor.
@@ -26,6 +42,15 @@ type Config struct {
 	OnInvalid func(code string)
 	// PendingTTL drops a correlation that was never answered (0: 2 minutes).
 	PendingTTL time.Duration
+	// Window bounds the output handed to the parent and not yet processed;
+	// the parent releases each message's Cost once it has handled it. Nil:
+	// a window of DefaultWindowBytes that nobody releases, which stalls the
+	// reader once full (set it).
+	Window *Window
+	// LogRate bounds the log records of the agent's stderr lines and of its
+	// dropped lines, each (lograte's defaults when zero). Spec.Stderr, when
+	// set, takes the stderr lines instead.
+	LogRate lograte.Config
 	// start replaces proc.Start in tests.
 	start func(proc.Spec, proc.Handler) (*proc.Process, error)
 }
@@ -51,6 +76,10 @@ type agentActor struct {
 	pending map[string]waiter
 	exited  bool
 	sweep   *time.Timer
+
+	window     *Window
+	stderrLog  *lograte.Limiter
+	invalidLog *lograte.Limiter
 }
 
 type waiter struct {
@@ -73,6 +102,9 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		if a.sweep != nil {
 			a.sweep.Stop()
 		}
+		// Nobody will process what the reader reads from now on: it stops
+		// waiting for room, and drops it.
+		a.window.Close()
 		if a.p != nil {
 			p := a.p
 			// Close ends stdin, SIGTERMs the group and SIGKILLs it after the
@@ -91,11 +123,23 @@ func (a *agentActor) started(ctx actor.Context) {
 	a.parent = ctx.Parent()
 	a.root = ctx.ActorSystem().Root
 	a.pending = make(map[string]waiter)
+	a.window = a.cfg.Window
+	if a.window == nil {
+		a.window = NewWindow(0)
+	}
+	a.stderrLog = lograte.New(a.log, "agent stderr", a.cfg.LogRate)
+	a.invalidLog = lograte.New(a.log, "agent lines dropped", a.cfg.LogRate)
+	spec := a.cfg.Spec
+	if spec.Stderr == nil {
+		// One record per stderr line, within the rate; the stderr ring keeps
+		// the detail (and its tail explains an exit).
+		spec.Stderr = func(line string) { a.stderrLog.Log(slog.LevelInfo, "agent stderr", "line", line) }
+	}
 	start := a.cfg.start
 	if start == nil {
 		start = proc.Start
 	}
-	p, err := start(a.cfg.Spec, &handler{a: a})
+	p, err := start(spec, &handler{a: a})
 	if err != nil {
 		a.log.Error("agent failed to start", "argv", a.cfg.Spec.Argv, "err", err)
 		ctx.Send(a.parent, &pb.AgentExited{Incarnation: a.cfg.Incarnation, ExitCode: -1, Error: err.Error()})
@@ -133,17 +177,27 @@ func (a *agentActor) send(ctx actor.Context, m *pb.AgentSend) {
 		a.mu.Unlock()
 	}
 	if err := a.p.Write(m.GetLine()); err != nil {
-		a.log.Warn("agent stdin write failed", "err", err)
+		a.log.Warn("agent stdin write failed", "bytes", len(m.GetLine()), "err", err)
 		if id := m.GetExpectId(); id != "" && to != nil {
-			a.mu.Lock()
-			_, ok := a.pending[id]
-			delete(a.pending, id)
-			a.mu.Unlock()
-			if ok {
-				ctx.Send(to, &pb.AgentReply{Id: id, Failed: true})
+			if _, ok := a.take(id); ok {
+				// The command never reached the agent: whoever waits for
+				// its answer learns it now, not from a timeout or an exit.
+				ctx.Send(to, &pb.AgentReply{Id: id, Failed: true,
+					Error: pb.Err(CodeWriteFailed, fmt.Sprintf("the command (%d bytes) could not be written to the agent: %v", len(m.GetLine()), err))})
 			}
 		}
 	}
+}
+
+// take removes and returns the waiter of id.
+func (a *agentActor) take(id string) (waiter, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w, ok := a.pending[id]
+	if ok {
+		delete(a.pending, id)
+	}
+	return w, ok
 }
 
 func (a *agentActor) sweepPending() {
@@ -162,18 +216,13 @@ func (a *agentActor) sweepPending() {
 type handler struct {
 	a     *agentActor
 	batch []*pb.AgentLine
+	bytes int // of the lines in batch
 }
 
 func (h *handler) Line(env proc.Envelope, line []byte) {
 	a := h.a
-	if env.ID != "" && (env.Type == proc.TypeResponse || env.Type == proc.TypeSurfaceDispatchResult) {
-		a.mu.Lock()
-		w, ok := a.pending[env.ID]
-		if ok {
-			delete(a.pending, env.ID)
-		}
-		a.mu.Unlock()
-		if ok {
+	if isAnswer(env.Type) && env.ID != "" {
+		if w, ok := a.take(env.ID); ok {
 			// Lines the agent wrote before this answer reach the session first.
 			h.Flush()
 			a.root.Send(w.to, &pb.AgentReply{Id: env.ID, Type: env.Type, Line: line})
@@ -181,40 +230,72 @@ func (h *handler) Line(env proc.Envelope, line []byte) {
 		}
 	}
 	h.batch = append(h.batch, &pb.AgentLine{Incarnation: a.cfg.Incarnation, Type: env.Type, Id: env.ID, Line: line})
-	if len(h.batch) >= maxBatch {
+	h.bytes += len(line)
+	if len(h.batch) >= maxBatch || h.bytes >= maxBatchBytes {
 		h.Flush()
 	}
 }
 
-// maxBatch bounds a batch of lines (and so the frames of one session turn).
-const maxBatch = 256
+// isAnswer reports whether a line of type typ may answer a command with an
+// id ("" for a line too long to read its type).
+func isAnswer(typ string) bool {
+	return typ == proc.TypeResponse || typ == proc.TypeSurfaceDispatchResult
+}
 
-// Flush sends the batched lines to the session.
+// A batch of lines is bounded in lines (and so the frames of one session
+// turn) and in bytes (so that it fits the window many times over).
+const (
+	maxBatch      = 256
+	maxBatchBytes = 256 << 10
+)
+
+// Flush sends the batched lines to the session, once the window has room
+// for them: this is where the reader waits for a session that is behind.
 func (h *handler) Flush() {
+	var msg any
 	switch len(h.batch) {
 	case 0:
 		return
 	case 1:
-		h.a.root.Send(h.a.parent, h.batch[0])
+		msg = h.batch[0]
 	default:
-		h.a.root.Send(h.a.parent, &pb.AgentLines{Lines: h.batch})
+		msg = &pb.AgentLines{Lines: h.batch}
 	}
-	h.batch = nil
+	h.batch, h.bytes = nil, 0
+	h.send(msg)
+}
+
+// send hands msg to the session within the window; once the window is
+// closed (the actor stops) it is dropped.
+func (h *handler) send(msg any) {
+	if h.a.window.acquire(Cost(msg)) {
+		h.a.root.Send(h.a.parent, msg)
+	}
 }
 
 func (h *handler) Invalid(d proc.Diagnostic) {
 	a := h.a
 	h.Flush()
-	a.log.Warn("agent line dropped", "code", d.Code, "reason", d.Message, "bytes", d.Len)
+	if d.Code == proc.CodeLineTooLong && d.ID != "" && (d.Type == "" || isAnswer(d.Type)) {
+		if w, ok := a.take(d.ID); ok {
+			// The answer was too long to keep, but it named its command:
+			// that command fails now rather than when it times out.
+			a.root.Send(w.to, &pb.AgentReply{Id: d.ID, Type: d.Type, Failed: true,
+				Error: pb.Err(CodeLineTooLong, fmt.Sprintf("the agent's answer was %d bytes, over the line limit; it was dropped", d.Len))})
+		}
+	}
+	a.invalidLog.Log(slog.LevelWarn, "agent line dropped", "code", d.Code, "reason", d.Message, "bytes", d.Len)
 	if a.cfg.OnInvalid != nil {
 		a.cfg.OnInvalid(d.Code)
 	}
-	a.root.Send(a.parent, &pb.AgentDiagnostic{Incarnation: a.cfg.Incarnation, Code: d.Code, Message: d.Message})
+	h.send(&pb.AgentDiagnostic{Incarnation: a.cfg.Incarnation, Code: d.Code, Message: d.Message})
 }
 
 func (h *handler) Exited(st proc.ExitStatus) {
 	a := h.a
 	h.Flush()
+	a.stderrLog.Close()
+	a.invalidLog.Close()
 	a.mu.Lock()
 	a.exited = true
 	pending := a.pending

@@ -1,0 +1,379 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/surfaced/surfaced"
+	"github.com/surfaced/surfaced/internal/testkit"
+	"github.com/surfaced/surfaced/internal/testkit/daemon"
+)
+
+// Misbehaving agents against a real daemon: tiny Python agents, real
+// pipes, real HTTP, SSE, WebSocket and ACP clients.
+
+// pyPrelude is what the tests' Python agents share: one JSON line out,
+// agent_ready, and a one-message reply to a prompt.
+const pyPrelude = `
+import json, os, sys, time
+out = sys.stdout
+def send(v):
+    out.write(json.dumps(v, separators=(",", ":")) + "\n")
+    out.flush()
+def ready(surfaces=()):
+    send({"type": "agent_ready", "protocol": "surfaced/1", "name": "py", "surfaces": list(surfaces)})
+def say(pid, text):
+    send({"type": "response", "id": pid, "command": "prompt", "success": True})
+    msg = {"role": "assistant", "content": [{"type": "text", "text": text}], "stopReason": "stop"}
+    send({"type": "agent_start"})
+    send({"type": "message_start", "message": {"role": "assistant", "content": []}})
+    send({"type": "message_update", "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0, "delta": text}})
+    send({"type": "message_end", "message": msg})
+    send({"type": "agent_end", "messages": [msg]})
+def note(what):
+    with open(os.environ["AGENT_NOTES"], "a") as f:
+        f.write(what + "\n")
+if "AGENT_NOTES" in os.environ:
+    note("pid %d" % os.getpid())
+`
+
+// pyAgent is an agent spec running prelude+src, with a notes file the
+// agent appends to (its pid first).
+type pyAgent struct {
+	spec  surfaced.AgentSpec
+	notes string
+}
+
+func newPyAgent(t *testing.T, name, src string) pyAgent {
+	t.Helper()
+	notes := filepath.Join(t.TempDir(), "notes")
+	return pyAgent{
+		spec:  surfaced.AgentSpec{Name: name, Argv: testkit.PythonAgent(t, pyPrelude+src), Env: []string{"AGENT_NOTES=" + notes}},
+		notes: notes,
+	}
+}
+
+// lines are the notes the agent wrote so far.
+func (a pyAgent) lines() []string {
+	b, _ := os.ReadFile(a.notes)
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+// pid is the agent process's pid, once it has started.
+func (a pyAgent) pid(t *testing.T) int {
+	t.Helper()
+	var pid int
+	daemon.Eventually(t, 30*time.Second, "the agent's pid", func() bool {
+		for _, l := range a.lines() {
+			if p, ok := strings.CutPrefix(l, "pid "); ok {
+				pid, _ = strconv.Atoi(p)
+			}
+		}
+		return pid > 0
+	})
+	return pid
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+// heapInUse is the daemon's heap in use after a collection (the daemon
+// runs in the test's process).
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// rssKiB is the process's resident set, for the log.
+func rssKiB() int {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return n
+		}
+	}
+	return 0
+}
+
+// logRecords counts a logger's records by message, and the "suppressed"
+// counts of summaries.
+type logRecords struct {
+	mu         sync.Mutex
+	count      map[string]int
+	suppressed map[string]int64
+}
+
+func newLogRecords() *logRecords {
+	return &logRecords{count: map[string]int{}, suppressed: map[string]int64{}}
+}
+
+func (l *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecords) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.count[r.Message]++
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "suppressed" {
+			l.suppressed[r.Message] += a.Value.Int64()
+		}
+		return true
+	})
+	return nil
+}
+func (l *logRecords) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecords) WithGroup(string) slog.Handler      { return l }
+
+func (l *logRecords) get(msg string) (int, int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.count[msg], l.suppressed[msg]
+}
+
+const floodSrc = `
+ready()
+line = '{"type":"queue_update","steering":[],"followUp":["' + "x" * 100 + '"]}\n'
+chunk = line * 1000
+written = 0
+while True:
+    out.write(chunk)
+    written += len(chunk)
+    if written % (len(chunk) * 100) == 0:
+        note("wrote %d" % written)
+`
+
+// An agent that floods stdout with lines nobody asked for is held back at
+// its pipe: the daemon's memory stays bounded whatever it writes, and a
+// DELETE behind the flood answers.
+func TestFloodingAgentIsHeldBack(t *testing.T) {
+	a := newPyAgent(t, "flood", floodSrc)
+	d := daemon.Start(t, daemon.Agents(a.spec), daemon.Limits(surfaced.Limits{FloodRate: -1}))
+	before, rssBefore := heapInUse(), rssKiB()
+	id := d.Create(map[string]any{"agent": "flood"})
+	pid := a.pid(t)
+	const target = 48 << 20
+	var wrote int
+	daemon.Eventually(t, 5*time.Minute, "the agent to write 48 MiB", func() bool {
+		for _, l := range a.lines() {
+			if v, ok := strings.CutPrefix(l, "wrote "); ok {
+				wrote, _ = strconv.Atoi(v)
+			}
+		}
+		return wrote >= target
+	})
+	during, rssDuring := heapInUse(), rssKiB()
+	growth := int64(during) - int64(before)
+	t.Logf("the agent wrote %d MiB: daemon heap in use %d -> %d MiB, RSS %d -> %d MiB", wrote>>20, before>>20, during>>20, rssBefore>>10, rssDuring>>10)
+	if growth > 40<<20 {
+		t.Fatalf("the daemon's heap grew %d MiB while the agent wrote %d MiB", growth>>20, wrote>>20)
+	}
+	// The agent is held back by the daemon (its pipe is full), not done.
+	daemon.Eventually(t, 30*time.Second, "the agent blocked on its stdout", func() bool { return testkit.BlockedWritingPipe(pid) })
+
+	st, out := d.JSON("DELETE", "/api/sessions/"+id, nil)
+	if st != 200 {
+		t.Fatalf("DELETE of a flooded session: %d %v", st, out)
+	}
+	daemon.Eventually(t, 30*time.Second, "the agent gone", func() bool { return !alive(pid) })
+	t.Logf("after DELETE: heap in use %d MiB, RSS %d MiB", heapInUse()>>20, rssKiB()>>10)
+}
+
+// An agent that keeps writing lines nobody asked for is stopped with a
+// clear diagnostic: the session's status, a diagnostic frame and the log.
+func TestFloodingAgentIsStopped(t *testing.T) {
+	a := newPyAgent(t, "flood", floodSrc)
+	logs := newLogRecords()
+	d := daemon.Start(t, daemon.Agents(a.spec), daemon.Limits(surfaced.Limits{FloodBurst: 5000, FloodRate: 100}),
+		daemon.Config(func(c *surfaced.Config) { c.Logger = slog.New(logs) }))
+	id := d.Create(map[string]any{"agent": "flood"})
+	s := d.SSE(id, "")
+	pid := a.pid(t)
+	diag := s.Wait(t, 60*time.Second, "the flooding diagnostic", func(e testkit.Event) bool {
+		return e.Kind == "diagnostic" && e.Data["code"] == "agent_flooding"
+	})
+	if msg := diag.Data["message"].(string); !strings.Contains(msg, "nobody asked for") || !strings.Contains(msg, "5000 at once and 100 a second") {
+		t.Fatalf("diagnostic %q", msg)
+	}
+	s.Wait(t, 10*time.Second, "the error status", func(e testkit.Event) bool {
+		return e.Kind == "session" && e.Data["status"] == "error" && e.Data["code"] == "agent_flooding"
+	})
+	daemon.Eventually(t, 30*time.Second, "the agent stopped", func() bool { return !alive(pid) })
+	if n, _ := logs.get("agent flooding its output; stopping it"); n != 1 {
+		t.Fatalf("%d log records say so", n)
+	}
+	if st, out := d.JSON("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "hi"}); st != 409 || daemon.ErrCode(out) != "agent_unavailable" {
+		t.Fatalf("prompt after the stop: %d %v", st, out)
+	}
+}
+
+// 100 000 lines on stderr make a bounded number of log records: the first
+// of the interval, then one summary that counts the rest.
+func TestStderrFloodIsSummarised(t *testing.T) {
+	a := newPyAgent(t, "noisy", `
+for i in range(100000):
+    sys.stderr.write("noise %d\n" % i)
+sys.stderr.flush()
+ready()
+for raw in sys.stdin:
+    pass
+`)
+	logs := newLogRecords()
+	d := daemon.Start(t, daemon.Agents(a.spec),
+		daemon.Limits(surfaced.Limits{AgentLogLines: 20, AgentLogInterval: time.Hour}),
+		daemon.Config(func(c *surfaced.Config) { c.Logger = slog.New(logs) }))
+	id := d.Create(map[string]any{"agent": "noisy"})
+	s := d.SSE(id, "")
+	s.Wait(t, 60*time.Second, "ready", testkit.IsStatus("ready"))
+	// The summary comes at the end of the interval, or when the agent ends.
+	if st, _ := d.JSON("DELETE", "/api/sessions/"+id, nil); st != 200 {
+		t.Fatalf("delete: %d", st)
+	}
+	daemon.Eventually(t, 30*time.Second, "the summary", func() bool {
+		_, n := logs.get("agent stderr: records suppressed")
+		return n > 0
+	})
+	n, _ := logs.get("agent stderr")
+	summaries, suppressed := logs.get("agent stderr: records suppressed")
+	t.Logf("100000 stderr lines: %d records, %d summary records counting %d", n, summaries, suppressed)
+	if n != 20 || summaries != 1 || suppressed != 100000-20 {
+		t.Fatalf("%d records and %d summaries (%d suppressed) for 100000 stderr lines", n, summaries, suppressed)
+	}
+}
+
+// An answer over the line cap fails its command at once with
+// line_too_long, not with a timeout when the settle window ends.
+func TestTooLongAnswerFailsAtOnce(t *testing.T) {
+	a := newPyAgent(t, "big", `
+ready([{"domain": "big", "commands": ["get"], "initialState": {}}])
+for raw in sys.stdin:
+    m = json.loads(raw)
+    if m.get("type") == "surface_dispatch":
+        out.write('{"type":"surface_dispatch_result","id":%s,"result":{"ok":true},"state":{"blob":"%s"}}\n' % (json.dumps(m["id"]), "z" * 200000))
+        out.flush()
+`)
+	d := daemon.Start(t, daemon.Agents(a.spec), daemon.Limits(surfaced.Limits{MaxLine: 64 << 10, SettleWindow: time.Hour}))
+	id := d.Create(map[string]any{"agent": "big"})
+	s := d.SSE(id, "")
+	s.Wait(t, 30*time.Second, "ready", testkit.IsStatus("ready"))
+	st, out := d.JSON("POST", "/api/sessions/"+id+"/surfaces/big/get", nil)
+	if st != 200 || out["ok"] != false || daemon.ErrCode(out) != "line_too_long" {
+		t.Fatalf("command answered too long: %d %v", st, out)
+	}
+	s.Wait(t, 10*time.Second, "the line_too_long diagnostic", func(e testkit.Event) bool {
+		return e.Kind == "diagnostic" && e.Data["code"] == "line_too_long"
+	})
+	if _, out := d.JSON("GET", "/api/sessions/"+id+"/state", nil); out["entries"].(map[string]any)["surface:big"].(map[string]any)["rev"] != 1.0 {
+		t.Fatalf("the state changed: %v", out)
+	}
+}
+
+// pyEcho answers every prompt with the length of the line it read and the
+// number of '<' in it.
+const pyEcho = `
+ready()
+for raw in sys.stdin:
+    m = json.loads(raw)
+    if m.get("type") == "prompt":
+        say(m["id"], "%d %d" % (len(raw.encode()), raw.count("<")))
+`
+
+// Prompts are bounded at the door (413 with the limit named, over HTTP,
+// WebSocket and ACP), and what passes reaches the agent without HTML
+// escaping: a '<' is one byte on the pipe, not six.
+func TestPromptSizeAtTheDoor(t *testing.T) {
+	a := newPyAgent(t, "echo", pyEcho)
+	d := daemon.Start(t, daemon.Agents(a.spec), daemon.Limits(surfaced.Limits{PromptBytes: 256 << 10}))
+	id := d.Create(map[string]any{"agent": "echo"})
+	s := d.SSE(id, "")
+	s.Wait(t, 30*time.Second, "ready", testkit.IsStatus("ready"))
+
+	big := strings.Repeat("<", 300<<10)
+	st, out := d.JSON("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": big})
+	if msg, _ := out["error"].(map[string]any)["message"].(string); st != 413 || daemon.ErrCode(out) != "too_large" ||
+		!strings.Contains(msg, "262144-byte limit") || !strings.Contains(msg, "limits.prompt_bytes") {
+		t.Fatalf("HTTP prompt over the limit: %d %v", st, out)
+	}
+
+	ws := d.WS(id, "")
+	ws.Send(map[string]any{"id": "p1", "type": "prompt", "message": strings.Repeat("a", 257<<10)})
+	r := ws.Wait("the reply", func(m map[string]any) bool {
+		d, _ := m["data"].(map[string]any)
+		return m["event"] == "reply" && d["id"] == "p1"
+	})["data"].(map[string]any)
+	if r["ok"] != false || r["status"] != 413.0 || r["error"].(map[string]any)["code"] != "too_large" {
+		t.Fatalf("WebSocket prompt over the limit: %v", r)
+	}
+
+	c := d.ACPClient()
+	c.Agent = "echo"
+	c.Initialize()
+	sid := c.NewSession(daemon.TempDir(t))
+	resp := c.Response(c.Stream(sid), c.Prompt(sid, big))
+	e, _ := resp["error"].(map[string]any)
+	if e == nil || e["code"] != -32602.0 || !strings.Contains(e["message"].(string), "262144-byte limit") {
+		t.Fatalf("ACP prompt over the limit: %v", resp)
+	}
+
+	// Within the limit, '<' travels as itself.
+	fine := strings.Repeat("<", 200<<10)
+	if st, out := d.JSON("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": fine}); st != 202 {
+		t.Fatalf("prompt within the limit: %d %v", st, out)
+	}
+	ev := s.Wait(t, 30*time.Second, "the agent's answer", testkit.IsChat("text-delta"))
+	var n, lt int
+	fmt.Sscanf(ev.Data["delta"].(string), "%d %d", &n, &lt)
+	if lt != len(fine) || n > len(fine)+200 {
+		t.Fatalf("the agent read a line of %d bytes with %d '<' for a prompt of %d '<'", n, lt, len(fine))
+	}
+}
+
+// pyDeaf announces itself and never reads its stdin.
+const pyDeaf = `
+ready()
+time.sleep(3600)
+`
+
+// A prompt that cannot be written to the agent ends its turn with an error
+// at once: the session is not left busy, and ACP's session/prompt is
+// answered.
+func TestUnwritablePromptEndsTheTurn(t *testing.T) {
+	a := newPyAgent(t, "deaf", pyDeaf)
+	d := daemon.Start(t, daemon.Agents(a.spec), daemon.Limits(surfaced.Limits{StdinBytes: 64 << 10}))
+	id := d.Create(map[string]any{"agent": "deaf"})
+	s := d.SSE(id, "")
+	s.Wait(t, 30*time.Second, "ready", testkit.IsStatus("ready"))
+	if st, out := d.JSON("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": strings.Repeat("a", 100<<10)}); st != 202 {
+		t.Fatalf("prompt: %d %v", st, out)
+	}
+	e := s.Wait(t, 30*time.Second, "the error chunk", testkit.IsChat("error"))
+	if txt := e.Data["errorText"].(string); !strings.Contains(txt, "did not reach the agent") || !strings.Contains(txt, "stdin queue full") {
+		t.Fatalf("error %q", txt)
+	}
+	fin := s.Wait(t, 10*time.Second, "finish", testkit.IsChat("finish"))
+	if fin.Data["messageMetadata"].(map[string]any)["stopReason"] != "error" {
+		t.Fatalf("%s", fin.Raw)
+	}
+	if _, out := d.JSON("GET", "/api/sessions/"+id, nil); out["busy"] != false {
+		t.Fatalf("the session stays busy: %v", out)
+	}
+
+	c := d.ACPClient()
+	c.Agent = "deaf"
+	c.Initialize()
+	sid := c.NewSession(daemon.TempDir(t))
+	resp := c.Response(c.Stream(sid), c.Prompt(sid, strings.Repeat("b", 100<<10)))
+	if resp["error"] == nil && daemon.StopReason(resp) == "" {
+		t.Fatalf("ACP prompt answered %v", resp)
+	}
+}
