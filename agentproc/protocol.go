@@ -1,6 +1,9 @@
 package agentproc
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Protocol is the surface extension's protocol name, announced in agent_ready.
 const Protocol = "surfaced/1"
@@ -39,6 +42,11 @@ const (
 	// CodeLineTooLong: the agent's answer was over the line cap (it was
 	// dropped); the command did not change the state.
 	CodeLineTooLong = "line_too_long"
+	// CodeQueueFull: the domain's command queue is full; try again later.
+	CodeQueueFull = "queue_full"
+	// CodeCancelled: the caller stopped waiting before the command ran; it
+	// was not run (an outcome in metrics; nobody is left to read it).
+	CodeCancelled = "cancelled"
 )
 
 // SurfaceKeyPrefix prefixes the session KV key of a domain's snapshot.
@@ -115,6 +123,13 @@ type SurfaceDispatch struct {
 	Args   json.RawMessage `json:"args"`
 	State  json.RawMessage `json:"state"`
 	Rev    uint64          `json:"rev"`
+	// Deadline is when the daemon stops waiting for the answer (RFC 3339,
+	// UTC, milliseconds): the end of the settle window, or earlier when the
+	// command's caller stops waiting first. An answer after it is ignored
+	// (the command failed with timeout and its state change is not applied),
+	// so an agent may skip work it cannot finish by then. Absent when there
+	// is none.
+	Deadline *time.Time `json:"deadline,omitempty"`
 }
 
 // SurfaceDispatchResult answers a dispatch. State absent means unchanged.

@@ -41,7 +41,7 @@ func statusOf(code string) int {
 		return http.StatusNotFound
 	case session.CodeEnded, session.CodeUnavailable, session.CodeUnknownUI, session.CodeTurnNotReplayable:
 		return http.StatusConflict
-	case session.CodeRateLimited, session.CodeInboxFull:
+	case session.CodeRateLimited, session.CodeInboxFull, session.CodeQueueFull:
 		return http.StatusTooManyRequests
 	case session.CodeReadOnly:
 		return http.StatusForbidden

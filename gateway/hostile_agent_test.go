@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/surfaced/surfaced"
+	"github.com/surfaced/surfaced/gateway"
 	"github.com/surfaced/surfaced/internal/testkit"
 	"github.com/surfaced/surfaced/internal/testkit/daemon"
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
 // Misbehaving agents against a real daemon: tiny Python agents, real
@@ -375,5 +377,194 @@ func TestUnwritablePromptEndsTheTurn(t *testing.T) {
 	resp := c.Response(c.Stream(sid), c.Prompt(sid, strings.Repeat("b", 100<<10)))
 	if resp["error"] == nil && daemon.StopReason(resp) == "" {
 		t.Fatalf("ACP prompt answered %v", resp)
+	}
+}
+
+// pyQueue hosts domain q: "hold" answers after 3 s with count+100 (late),
+// "inc" answers count+1 at once. It notes every dispatch it receives.
+const pyQueue = `
+ready([{"domain": "q", "commands": ["hold", "inc"], "initialState": {"count": 0}}])
+for raw in sys.stdin:
+    m = json.loads(raw)
+    if m.get("type") != "surface_dispatch":
+        continue
+    note("dispatch %s %s deadline=%s" % (m["action"], m["id"], m.get("deadline")))
+    st = m["state"]
+    if m["action"] == "hold":
+        time.sleep(3)
+        st["count"] += 100
+    else:
+        st["count"] += 1
+    send({"type": "surface_dispatch_result", "id": m["id"], "result": {"ok": True, "data": st}, "state": st})
+`
+
+// A command whose caller stops waiting is answered with what happened to
+// it, and what it was told is the truth: one answered timeout never runs
+// later, and the late answer of one that timed out is not applied. The
+// command's deadline travels to the agent.
+func TestCommandDeadlines(t *testing.T) {
+	a := newPyAgent(t, "queue", pyQueue)
+	d := daemon.Start(t, daemon.Agents(a.spec), daemon.Gateway(gateway.Limits{RequestTimeout: 2 * time.Second}),
+		daemon.Limits(surfaced.Limits{SettleWindow: time.Hour}))
+	id := d.Create(map[string]any{"agent": "queue"})
+	s := d.SSE(id, "")
+	s.Wait(t, 30*time.Second, "ready", testkit.IsStatus("ready"))
+
+	// A hold the agent answers after 3 s, over HTTP: its caller waits 2 s.
+	held := make(chan map[string]any, 1)
+	go func() {
+		st, out := d.JSON("POST", "/api/sessions/"+id+"/surfaces/q/hold", nil)
+		out["_status"] = st
+		held <- out
+	}()
+	daemon.Eventually(t, 30*time.Second, "the hold dispatched", func() bool { return strings.Contains(strings.Join(a.lines(), "\n"), "dispatch hold") })
+	// Behind it, commands whose callers wait 1 s: two more holds and an inc.
+	type answer struct {
+		action string
+		res    *pb.CommandResult
+		err    error
+	}
+	answers := make(chan answer, 3)
+	for _, act := range []string{"hold", "hold", "inc"} {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			res, err := d.Runtime.Request(ctx, id, &pb.RunCommand{Caller: &pb.Caller{System: true}, Domain: "q", Action: act})
+			r, _ := res.(*pb.CommandResult)
+			answers <- answer{act, r, err}
+		}()
+	}
+	for range 3 {
+		r := <-answers
+		if r.err != nil || r.res.GetOk() || r.res.GetError().GetCode() != "timeout" || !strings.Contains(r.res.GetError().GetMessage(), "not run") {
+			t.Fatalf("%s behind the hold: %v %v, want timeout (not run)", r.action, r.res, r.err)
+		}
+	}
+	// The caller of the first hold is told timeout before it gives up (not
+	// 503 "try again").
+	out := <-held
+	if out["_status"] != 200 || out["ok"] != false || daemon.ErrCode(out) != "timeout" {
+		t.Fatalf("the held command: %v", out)
+	}
+	// Its late answer (count+100) is ignored; the commands that timed out in
+	// the queue never run. One more inc shows the truth.
+	var final map[string]any
+	daemon.Eventually(t, 30*time.Second, "a last inc to run", func() bool {
+		st, out := d.JSON("POST", "/api/sessions/"+id+"/surfaces/q/inc", nil)
+		final = out
+		return st == 200 && out["ok"] == true
+	})
+	if got := final["data"].(map[string]any)["count"]; got != 1.0 {
+		t.Fatalf("count %v: a command answered as failed was applied", got)
+	}
+	notes := strings.Join(a.lines(), "\n")
+	if n := strings.Count(notes, "dispatch hold"); n != 1 {
+		t.Fatalf("the agent received %d holds; the queued ones expired before their turn:\n%s", n, notes)
+	}
+	if !strings.Contains(notes, "deadline=20") {
+		t.Fatalf("no deadline reached the agent:\n%s", notes)
+	}
+}
+
+// A command whose caller has gone (its request withdrawn: timed out, or
+// the client disconnected) is dropped before it reaches the agent.
+func TestCommandOfAGoneCallerIsNotRun(t *testing.T) {
+	a := newPyAgent(t, "queue", pyQueue)
+	d := daemon.Start(t, daemon.Agents(a.spec), daemon.Gateway(gateway.Limits{RequestTimeout: 10 * time.Second}))
+	id := d.Create(map[string]any{"agent": "queue"})
+	s := d.SSE(id, "")
+	s.Wait(t, 30*time.Second, "ready", testkit.IsStatus("ready"))
+	held := make(chan int, 1)
+	go func() {
+		st, _ := d.JSON("POST", "/api/sessions/"+id+"/surfaces/q/hold", nil)
+		held <- st
+	}()
+	daemon.Eventually(t, 30*time.Second, "the hold dispatched", func() bool { return strings.Contains(strings.Join(a.lines(), "\n"), "dispatch hold") })
+	// An inc queued behind the hold, whose caller then goes away: its
+	// request is withdrawn as the directory does when a request's context
+	// ends.
+	sys := d.Runtime.System()
+	fut := sys.Root.RequestFuture(d.Runtime.Local().Lookup(id), &pb.RunCommand{Caller: &pb.Caller{System: true}, Domain: "q", Action: "inc"}, time.Hour)
+	sys.Root.Send(fut.PID(), "the caller left")
+	if st := <-held; st != 200 {
+		t.Fatalf("hold: %d", st)
+	}
+	st, out := d.JSON("POST", "/api/sessions/"+id+"/surfaces/q/inc", nil)
+	if st != 200 || out["data"].(map[string]any)["count"] != 101.0 {
+		t.Fatalf("inc after the hold: %d %v (the abandoned inc must not have run)", st, out)
+	}
+	if n := strings.Count(strings.Join(a.lines(), "\n"), "dispatch inc"); n != 1 {
+		t.Fatalf("the agent received %d incs", n)
+	}
+	if n := counterValue(t, d, "surfaced_surface_commands_total", "cancelled"); n != 1 {
+		t.Fatalf("%v commands counted cancelled", n)
+	}
+}
+
+// counterValue reads one labelled counter from the daemon's registry.
+func counterValue(t *testing.T, d *daemon.Daemon, name, label string) float64 {
+	t.Helper()
+	mfs, err := d.Runtime.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetValue() == label {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// A domain's queue is bounded: past it a command is refused at once with
+// 429 queue_full, and nothing refused runs.
+func TestCommandQueueBounded(t *testing.T) {
+	a := newPyAgent(t, "queue", pyQueue)
+	d := daemon.Start(t, daemon.Agents(a.spec), daemon.Gateway(gateway.Limits{RequestTimeout: 10 * time.Second}),
+		daemon.Limits(surfaced.Limits{CommandQueue: 2}))
+	id := d.Create(map[string]any{"agent": "queue"})
+	s := d.SSE(id, "")
+	s.Wait(t, 30*time.Second, "ready", testkit.IsStatus("ready"))
+
+	type answer struct {
+		st  int
+		out map[string]any
+	}
+	answers := make(chan answer, 8)
+	run := func(action string) {
+		st, out := d.JSON("POST", "/api/sessions/"+id+"/surfaces/q/"+action, nil)
+		answers <- answer{st, out}
+	}
+	go run("hold")
+	daemon.Eventually(t, 30*time.Second, "the hold dispatched", func() bool { return strings.Contains(strings.Join(a.lines(), "\n"), "dispatch hold") })
+	for range 3 {
+		go run("inc")
+	}
+	// Two wait behind the hold; the third is refused without waiting for it.
+	first := <-answers
+	if first.st != 429 || daemon.ErrCode(first.out) != "queue_full" {
+		t.Fatalf("first answer %d %v, want 429 queue_full while the hold runs", first.st, first.out)
+	}
+	okIncs := 0
+	for range 3 {
+		r := <-answers
+		if r.st != 200 {
+			t.Fatalf("%d %v", r.st, r.out)
+		}
+		if r.out["ok"] == true {
+			if c := r.out["data"].(map[string]any)["count"].(float64); c > 100 {
+				okIncs++ // after the hold
+			}
+		}
+	}
+	if okIncs != 2 {
+		t.Fatalf("%d incs ran after the hold, want the 2 that were queued", okIncs)
 	}
 }

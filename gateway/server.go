@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/surfaced/surfaced"
+	"github.com/surfaced/surfaced/actors/session"
 	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/gateway/internal/webui"
 	"github.com/surfaced/surfaced/internal/delivery"
@@ -33,6 +34,10 @@ type Limits struct {
 	KeepAlive       time.Duration // SSE comment (15 s)
 	WSPing          time.Duration // WebSocket ping (25 s)
 	WSInflight      int           // concurrent requests per WebSocket (16)
+	// RequestTimeout is how long a request waits for its session's answer
+	// (30 s). A surface command carries it as its deadline: it is not run
+	// after it, and is answered timeout just before it.
+	RequestTimeout time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -56,6 +61,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.WSInflight <= 0 {
 		l.WSInflight = 16
+	}
+	if l.RequestTimeout <= 0 {
+		l.RequestTimeout = session.DefaultRequestTimeout
 	}
 	return l
 }

@@ -26,7 +26,7 @@ func (s *Server) caller(c echo.Context) *pb.Caller {
 
 // ask sends a request to a session on behalf of the HTTP request.
 func (s *Server) ask(c echo.Context, msg proto.Message) (proto.Message, error) {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), session.DefaultRequestTimeout)
+	ctx, cancel := context.WithTimeout(c.Request().Context(), s.lim.RequestTimeout)
 	defer cancel()
 	res, err := s.rt.Request(ctx, c.Param("id"), msg)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/surfaced/surfaced/actors/session"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -49,7 +48,7 @@ func wsReply(id *string, ok bool, fields map[string]any, err error) []byte {
 }
 
 func (s *Server) wsAsk(ctx context.Context, id string, msg proto.Message) (proto.Message, error) {
-	ctx, cancel := context.WithTimeout(ctx, session.DefaultRequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.lim.RequestTimeout)
 	defer cancel()
 	res, err := s.rt.Request(ctx, id, msg)
 	if err != nil {

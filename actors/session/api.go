@@ -54,4 +54,7 @@ const (
 	// CodeAgentFlooding: the agent kept writing lines nobody asked for and
 	// was stopped (a session status and diagnostic code).
 	CodeAgentFlooding = "agent_flooding"
+	// CodeQueueFull: a surface domain's command queue is full (the agent is
+	// behind); nothing was run, try again later.
+	CodeQueueFull = "queue_full"
 )

@@ -163,6 +163,8 @@ func (d *Cluster) Request(ctx context.Context, id string, msg proto.Message) (pr
 		ctx, cancel = context.WithTimeout(ctx, DefaultRequestTimeout)
 		defer cancel()
 	}
+	dl, _ := ctx.Deadline()
+	msg = WithDeadline(msg, dl)
 	backoff := 25 * time.Millisecond
 	var last error
 	for attempt := 0; ; attempt++ {
@@ -276,6 +278,9 @@ func (d *Cluster) call(ctx context.Context, pid *actor.PID, msg proto.Message) (
 	case <-d.closed:
 		return nil, ErrDirectoryClosed
 	case <-ctx.Done():
+		// Withdraw the request (see request): a domain on this node drops
+		// the command unrun; one on another node has its deadline.
+		d.c.ActorSystem.Root.Send(fut.PID(), callerLeft{})
 		return nil, ctx.Err()
 	}
 	if err != nil {

@@ -53,6 +53,8 @@ type Limits struct {
 	EndedLinger       time.Duration // an ended session's actor stays this long after its last request (60 s)
 	MaxSnapshot       int           // bytes of a surface snapshot (4 MiB)
 	MaxKVValue        int           // bytes of a KV value (1 MiB)
+	CommandQueue      int           // commands waiting for one surface domain; past it queue_full (64)
+	CommandQueueBytes int           // ... and bytes of their args (8 MiB)
 
 	// AgentWindowBytes bounds the agent output read and not yet processed
 	// by the session; past it the daemon stops reading the agent's stdout
@@ -100,6 +102,8 @@ func (l Limits) withDefaults() Limits {
 	defd(&l.EndedLinger, 60*time.Second)
 	def(&l.MaxSnapshot, surface.DefaultMaxSnapshot)
 	def(&l.MaxKVValue, 1<<20)
+	def(&l.CommandQueue, surface.DefaultQueueMax)
+	def(&l.CommandQueueBytes, surface.DefaultQueueBytes)
 	def(&l.AgentWindowBytes, agentactor.DefaultWindowBytes)
 	def(&l.FloodRate, 100)
 	def(&l.FloodBurst, 10000)

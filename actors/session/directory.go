@@ -67,21 +67,28 @@ func NewLocal(sys *actor.ActorSystem, deps *Deps) *Local {
 	return &Local{sys: sys, deps: deps, active: map[string]*actor.PID{}, activating: map[string]*sync.Mutex{}}
 }
 
-// Request implements Directory.
+// Request implements Directory. A command carries the request's deadline
+// (see WithDeadline); when ctx ends first (the client went away) the
+// request is withdrawn, so that a domain never runs a command nobody waits
+// for.
 func (l *Local) Request(ctx context.Context, id string, msg proto.Message) (proto.Message, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultRequestTimeout)
+		defer cancel()
+	}
+	dl, _ := ctx.Deadline()
+	msg = WithDeadline(msg, dl)
 	for attempt := 0; ; attempt++ {
 		pid, err := l.activate(ctx, id)
 		if err != nil {
 			return nil, err
 		}
-		timeout := DefaultRequestTimeout
-		if dl, ok := ctx.Deadline(); ok {
-			timeout = time.Until(dl)
-			if timeout <= 0 {
-				return nil, fmt.Errorf("session %s: %w", id, context.DeadlineExceeded)
-			}
+		timeout := time.Until(dl)
+		if timeout <= 0 {
+			return nil, fmt.Errorf("session %s: %w", id, context.DeadlineExceeded)
 		}
-		res, err := l.sys.Root.RequestFuture(pid, msg, timeout).Result()
+		res, err := request(ctx, l.sys.Root, pid, msg, timeout)
 		if errors.Is(err, actor.ErrDeadLetter) && attempt == 0 {
 			// The actor stopped (slept or ended) between lookup and delivery.
 			l.forget(id, pid)
@@ -107,6 +114,45 @@ func (l *Local) Request(ctx context.Context, id string, msg proto.Message) (prot
 		}
 		return pm, nil
 	}
+}
+
+// callerLeft completes a request whose caller stopped waiting.
+type callerLeft struct{}
+
+// request sends msg to pid and waits for the answer until timeout; when ctx
+// ends first the request's future is completed at once, which removes it
+// from the process registry: a domain actor that finds the command's sender
+// gone drops the command unrun.
+func request(ctx context.Context, root *actor.RootContext, pid *actor.PID, msg proto.Message, timeout time.Duration) (any, error) {
+	f := root.RequestFuture(pid, msg, timeout)
+	stop := context.AfterFunc(ctx, func() { root.Send(f.PID(), callerLeft{}) })
+	res, err := f.Result()
+	stop()
+	if _, left := res.(callerLeft); left {
+		return nil, context.Cause(ctx)
+	}
+	return res, err
+}
+
+// WithDeadline stamps a command with the moment its caller stops waiting,
+// a little before dl (see answerMargin) so that the command's own answer
+// (timeout, not run) reaches the caller before the caller gives up. Other
+// messages, and a command that has a deadline already, are returned as they
+// are.
+func WithDeadline(msg proto.Message, dl time.Time) proto.Message {
+	rc, ok := msg.(*pb.RunCommand)
+	if !ok || rc.GetDeadlineMs() != 0 || dl.IsZero() {
+		return msg
+	}
+	c := proto.CloneOf(rc)
+	c.DeadlineMs = dl.Add(-answerMargin(time.Until(dl))).UnixMilli()
+	return c
+}
+
+// answerMargin is how much before the caller's deadline a command must be
+// answered: a tenth of the time it has, at most a second.
+func answerMargin(d time.Duration) time.Duration {
+	return min(time.Second, max(d/10, 0))
 }
 
 // Send implements Directory.

@@ -86,6 +86,8 @@ func (s *sessionActor) spawnDomain(ctx actor.Context, cfg surface.Config, comman
 	cfg.Fence = s.fence()
 	cfg.SettleWindow = s.lim.SettleWindow
 	cfg.MaxSnapshot = s.lim.MaxSnapshot
+	cfg.QueueMax = s.lim.CommandQueue
+	cfg.QueueBytes = s.lim.CommandQueueBytes
 	cfg.Logger = s.deps.Logger
 	cfg.Outcome = s.deps.Metrics.Command
 	cfg.Clock = s.clock

@@ -33,6 +33,13 @@ const DefaultSettleWindow = 15 * time.Second
 // artifacts, referenced from the snapshot.
 const DefaultMaxSnapshot = 4 << 20
 
+// Defaults of the command queue of a domain (the commands waiting behind
+// the agent-hosted command in flight).
+const (
+	DefaultQueueMax   = 64
+	DefaultQueueBytes = 8 << 20
+)
+
 // Config configures one domain actor.
 type Config struct {
 	SessionID string
@@ -60,7 +67,12 @@ type Config struct {
 
 	SettleWindow time.Duration // 0: DefaultSettleWindow
 	MaxSnapshot  int           // 0: DefaultMaxSnapshot
-	Logger       *slog.Logger
+	// QueueMax and QueueBytes bound the commands waiting behind the one in
+	// flight, in number and in bytes of their args (0: DefaultQueueMax,
+	// DefaultQueueBytes). A command past them is refused queue_full at once.
+	QueueMax   int
+	QueueBytes int
+	Logger     *slog.Logger
 	// Clock runs the settle window (nil: the wall clock).
 	Clock clock.Clock
 	// Outcome, when set, is told the outcome of every command answered:
@@ -100,10 +112,13 @@ type domainActor struct {
 	agent *actor.PID // agent-hosted: the agent process actor, nil while unavailable
 
 	// An agent-hosted command in flight (the mailbox's "one at a time" spans
-	// the round trip to the agent); commands arriving meanwhile wait in queue.
-	inflight *pending
-	queue    []pending
-	nextID   uint64
+	// the round trip to the agent); commands arriving meanwhile wait in queue
+	// (queueBytes of args), each until its deadline.
+	inflight   *pending
+	queue      []pending
+	queueBytes int
+	queued     uint64 // numbers the queued commands, for their expiry timers
+	nextID     uint64
 
 	// Results wait here, in command order, until the snapshots before them are
 	// durable.
@@ -112,11 +127,15 @@ type domainActor struct {
 }
 
 type pending struct {
-	cmd    *pb.RunCommand
-	sender *actor.PID
-	id     string
-	timer  clock.Timer
-	epoch  uint64 // the domain's epoch when the state was sent to the agent
+	cmd      *pb.RunCommand
+	sender   *actor.PID
+	id       string
+	timer    clock.Timer // the settle window (in flight) or the deadline (queued)
+	deadline time.Time   // when the caller stops waiting; zero: never
+	seq      uint64      // queued: its number
+	size     int         // bytes of its args
+	started  time.Time   // in flight: when it went to the agent
+	epoch    uint64      // the domain's epoch when the state was sent to the agent
 }
 
 type outcome struct {
@@ -132,6 +151,7 @@ type outcome struct {
 
 // Local messages from the actor's own timers and writer callbacks.
 type settleTimeout struct{ id string }
+type queueExpired struct{ seq uint64 }
 type persisted struct {
 	wseq uint64
 	rev  uint64
@@ -144,6 +164,12 @@ func newDomainActor(cfg Config) *domainActor {
 	}
 	if cfg.MaxSnapshot <= 0 {
 		cfg.MaxSnapshot = DefaultMaxSnapshot
+	}
+	if cfg.QueueMax <= 0 {
+		cfg.QueueMax = DefaultQueueMax
+	}
+	if cfg.QueueBytes <= 0 {
+		cfg.QueueBytes = DefaultQueueBytes
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -168,6 +194,8 @@ func (d *domainActor) Receive(ctx actor.Context) {
 		d.dispatchAnswered(ctx, m)
 	case *settleTimeout:
 		d.settleTimedOut(ctx, m)
+	case *queueExpired:
+		d.queueExpired(ctx, m)
 	case *persisted:
 		d.persisted(ctx, m)
 	case *actor.Stopping:
@@ -176,14 +204,78 @@ func (d *domainActor) Receive(ctx actor.Context) {
 }
 
 // command runs a command now, or queues it behind the agent-hosted command
-// in flight.
+// in flight. The queue is bounded (past it the command is refused at once),
+// and a command leaves it unrun when its caller has stopped waiting.
 func (d *domainActor) command(ctx actor.Context, m *pb.RunCommand) {
-	p := pending{cmd: m, sender: ctx.Sender()}
-	if d.inflight != nil {
-		d.queue = append(d.queue, p)
+	p := pending{cmd: m, sender: ctx.Sender(), size: len(m.GetArgs())}
+	if ms := m.GetDeadlineMs(); ms > 0 {
+		p.deadline = time.UnixMilli(ms)
+	}
+	if d.dropped(ctx, p) {
 		return
 	}
-	d.run(ctx, p)
+	if d.inflight == nil {
+		d.run(ctx, p)
+		return
+	}
+	if len(d.queue) >= d.cfg.QueueMax || d.queueBytes+p.size > d.cfg.QueueBytes {
+		d.reply(ctx, p.sender, &pb.CommandResult{Correlation: m.GetCorrelation(), Refused: pb.Err(agentproc.CodeQueueFull,
+			fmt.Sprintf("%d commands (%d bytes of args) already wait for surface %q, the limit is %d (%d bytes); try again later",
+				len(d.queue), d.queueBytes, d.cfg.Domain, d.cfg.QueueMax, d.cfg.QueueBytes))})
+		return
+	}
+	d.queued++
+	p.seq = d.queued
+	if !p.deadline.IsZero() {
+		// Answered at its deadline even while it waits: its caller learns
+		// it was not run, and it never runs after that.
+		self, root, seq := ctx.Self(), ctx.ActorSystem().Root, p.seq
+		p.timer = d.clock().AfterFunc(p.deadline.Sub(d.clock().Now()), func() { root.Send(self, &queueExpired{seq: seq}) })
+	}
+	d.queue = append(d.queue, p)
+	d.queueBytes += p.size
+}
+
+// dropped answers, without running it, a command whose caller has stopped
+// waiting: its deadline passed, or (a caller on this node) its request is
+// gone (timed out, or the client disconnected). It reports whether it did.
+func (d *domainActor) dropped(ctx actor.Context, p pending) bool {
+	switch {
+	case !p.deadline.IsZero() && !d.clock().Now().Before(p.deadline):
+		d.reply(ctx, p.sender, d.result(p.cmd, Fail(agentproc.CodeTimeout,
+			"the command's deadline passed before it could run; it was not run")))
+		return true
+	case callerGone(ctx.ActorSystem(), p.sender):
+		d.reply(ctx, p.sender, d.result(p.cmd, Fail(agentproc.CodeCancelled,
+			"the caller stopped waiting before the command ran; it was not run")))
+		return true
+	}
+	return false
+}
+
+// callerGone reports whether pid is a request on this node that nobody
+// waits for any more (a future that timed out or was cancelled leaves the
+// process registry). A caller on another node is assumed to wait: its
+// deadline bounds it.
+func callerGone(sys *actor.ActorSystem, pid *actor.PID) bool {
+	if pid == nil || (pid.Address != sys.Address() && pid.Address != "nonhost") {
+		return false
+	}
+	_, ok := sys.ProcessRegistry.GetLocal(pid.Id)
+	return !ok
+}
+
+// queueExpired answers a queued command whose deadline came before its
+// turn: it leaves the queue unrun.
+func (d *domainActor) queueExpired(ctx actor.Context, m *queueExpired) {
+	for i, p := range d.queue {
+		if p.seq == m.seq {
+			d.queue = append(d.queue[:i], d.queue[i+1:]...)
+			d.queueBytes -= p.size
+			d.dropped(ctx, p)
+			return
+		}
+	}
 }
 
 func (d *domainActor) agentAvailable(ctx actor.Context, m *pb.AgentAvailable) {
@@ -210,11 +302,15 @@ func (d *domainActor) dispatchAnswered(ctx actor.Context, m *pb.AgentReply) {
 }
 
 func (d *domainActor) settleTimedOut(ctx actor.Context, m *settleTimeout) {
-	if d.inflight == nil || d.inflight.id != m.id {
+	p := d.inflight
+	if p == nil || p.id != m.id {
 		return
 	}
-	d.finishDispatch(ctx, surfaceFail(agentproc.CodeTimeout,
-		fmt.Sprintf("the agent did not answer within %s; the state is unchanged", d.cfg.SettleWindow)), nil)
+	msg := fmt.Sprintf("the agent did not answer within %s; the state is unchanged", d.cfg.SettleWindow)
+	if !p.deadline.IsZero() && p.deadline.Before(p.started.Add(d.cfg.SettleWindow)) {
+		msg = "the agent did not answer before the command's deadline; the state is unchanged"
+	}
+	d.finishDispatch(ctx, surfaceFail(agentproc.CodeTimeout, msg), nil)
 }
 
 // persisted releases the outcomes whose snapshot write is durable, or
@@ -311,9 +407,12 @@ func (d *domainActor) refusal(res *pb.CommandResult, err error) *pb.CommandResul
 // stopping answers every command still waiting: the session is going.
 func (d *domainActor) stopping(ctx actor.Context) {
 	for _, p := range d.queue {
+		if p.timer != nil {
+			p.timer.Stop()
+		}
 		d.reply(ctx, p.sender, d.result(p.cmd, surfaceFail(agentproc.CodeAgentUnavailable, "the session is stopping")))
 	}
-	d.queue = nil
+	d.queue, d.queueBytes = nil, 0
 	if d.inflight != nil {
 		d.inflight.timer.Stop()
 		d.reply(ctx, d.inflight.sender, d.result(d.inflight.cmd, surfaceFail(agentproc.CodeAgentUnavailable, "the session is stopping")))
@@ -457,9 +556,18 @@ func (d *domainActor) run(ctx actor.Context, p pending) {
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
 		}
+		// The agent has until the settle window ends, or the caller's
+		// deadline when that comes first; it is told which.
+		now := d.clock().Now()
+		p.started = now
+		deadline := now.Add(d.cfg.SettleWindow)
+		if !p.deadline.IsZero() && p.deadline.Before(deadline) {
+			deadline = p.deadline
+		}
+		at := deadline.UTC().Truncate(time.Millisecond)
 		line, err := agentproc.Marshal(agentproc.SurfaceDispatch{
 			Type: agentproc.TypeSurfaceDispatch, ID: p.id, Domain: d.cfg.Domain,
-			Action: cmd.GetAction(), Args: args, State: d.state, Rev: d.rev,
+			Action: cmd.GetAction(), Args: args, State: d.state, Rev: d.rev, Deadline: &at,
 		})
 		if err != nil {
 			d.respondAfterWrites(ctx, p.sender, d.result(cmd, Fail(agentproc.CodeInvalidArgs, "the args are not JSON")))
@@ -468,7 +576,7 @@ func (d *domainActor) run(ctx actor.Context, p pending) {
 		self := ctx.Self()
 		root := ctx.ActorSystem().Root
 		id := p.id
-		p.timer = d.clock().AfterFunc(d.cfg.SettleWindow, func() { root.Send(self, &settleTimeout{id: id}) })
+		p.timer = d.clock().AfterFunc(deadline.Sub(now), func() { root.Send(self, &settleTimeout{id: id}) })
 		p.epoch = d.epoch
 		d.inflight = &p
 		ctx.Send(d.agent, &pb.AgentSend{Line: line, ExpectId: p.id, ReplyTo: pb.PidOf(self)})
@@ -503,7 +611,15 @@ func (d *domainActor) finishDispatch(ctx actor.Context, res Result, state json.R
 	}
 	for d.inflight == nil && len(d.queue) > 0 {
 		next := d.queue[0]
+		d.queue[0] = pending{}
 		d.queue = d.queue[1:]
+		d.queueBytes -= next.size
+		if next.timer != nil {
+			next.timer.Stop()
+		}
+		if d.dropped(ctx, next) {
+			continue
+		}
 		d.run(ctx, next)
 	}
 }

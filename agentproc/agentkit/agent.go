@@ -372,7 +372,15 @@ func (a *Agent) serveDispatch(d *agentproc.SurfaceDispatch) {
 		state json.RawMessage
 	)
 	if h, ok := a.surfaces[d.Domain]; ok {
-		res, state = h.dispatch(a.base, a.log, d)
+		ctx := a.base
+		if d.Deadline != nil {
+			// The daemon ignores an answer after its deadline: the
+			// command's context ends then.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, *d.Deadline)
+			defer cancel()
+		}
+		res, state = h.dispatch(ctx, a.log, d)
 	} else {
 		res = failure(agentproc.CodeSurfaceNotRegistered, fmt.Sprintf("this agent hosts no surface %q", d.Domain))
 	}

@@ -1,0 +1,72 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+)
+
+// A request whose context ends is withdrawn at once: the caller gets the
+// context's error, and the request's future leaves the process registry,
+// which is how a domain actor knows the command's caller is gone.
+func TestRequestWithdrawnWhenTheCallerLeaves(t *testing.T) {
+	sys := actor.NewActorSystem()
+	defer sys.Shutdown()
+	senders := make(chan *actor.PID, 1)
+	silent := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(*pb.RunCommand); ok {
+			senders <- ctx.Sender() // and never answer
+		}
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := request(ctx, sys.Root, silent, &pb.RunCommand{Domain: "d", Action: "a"}, time.Hour)
+		errc <- err
+	}()
+	sender := <-senders
+	if _, ok := sys.ProcessRegistry.GetLocal(sender.Id); !ok {
+		t.Fatal("the request's future is not registered while it waits")
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request did not return when its context ended")
+	}
+	if _, ok := sys.ProcessRegistry.GetLocal(sender.Id); ok {
+		t.Fatal("the withdrawn request's future is still registered")
+	}
+}
+
+func TestWithDeadline(t *testing.T) {
+	dl := time.Now().Add(30 * time.Second)
+	cmd := &pb.RunCommand{Domain: "d"}
+	got := WithDeadline(cmd, dl).(*pb.RunCommand)
+	if cmd.GetDeadlineMs() != 0 {
+		t.Fatal("the caller's message was changed")
+	}
+	if want := dl.Add(-time.Second).UnixMilli(); got.GetDeadlineMs() != want {
+		t.Fatalf("deadline %d, want %d (a second before the caller's)", got.GetDeadlineMs(), want)
+	}
+	short := time.Now().Add(2 * time.Second)
+	if ms := WithDeadline(cmd, short).(*pb.RunCommand).GetDeadlineMs(); ms > short.Add(-150*time.Millisecond).UnixMilli() || ms < short.Add(-300*time.Millisecond).UnixMilli() {
+		t.Fatalf("a 2 s request's command is due %d ms before its caller's deadline, want about a tenth", short.UnixMilli()-ms)
+	}
+	set := &pb.RunCommand{DeadlineMs: 42}
+	if WithDeadline(set, dl) != set {
+		t.Fatal("a command with a deadline got another")
+	}
+	other := &pb.Prompt{}
+	if WithDeadline(other, dl) != other {
+		t.Fatal("a prompt was stamped")
+	}
+}
