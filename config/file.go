@@ -118,6 +118,20 @@ type LimitsSection struct {
 	IdleTimeout        Duration `yaml:"idle_timeout"`         // idle live session sleeps after this (0: never)
 	SSEKeepalive       Duration `yaml:"sse_keepalive"`        // SSE comment interval (15s)
 	WSPing             Duration `yaml:"ws_ping"`              // WebSocket ping interval (25s)
+
+	// What one agent, or the clients of one session, may cost the daemon
+	// (docs/configuration.md, "Limits on agents").
+	PromptBytes       Size     `yaml:"prompt_bytes"`        // one prompt, text and images; over it 413 too_large (16MiB)
+	InboxBytes        Size     `yaml:"inbox_bytes"`         // prompts queued while a turn runs, in bytes (32MiB)
+	RequestTimeout    Duration `yaml:"request_timeout"`     // a request waits this long for its session; a command's deadline (30s)
+	CommandQueue      int      `yaml:"command_queue"`       // commands waiting for one surface; over it 429 queue_full (64)
+	CommandQueueBytes Size     `yaml:"command_queue_bytes"` // ... and bytes of their args (8MiB)
+	AgentStdinBytes   Size     `yaml:"agent_stdin_bytes"`   // lines an agent has not read yet (64MiB)
+	AgentWindowBytes  Size     `yaml:"agent_window_bytes"`  // agent output read and not yet handled; past it the daemon stops reading (4MiB)
+	AgentFloodBurst   int      `yaml:"agent_flood_burst"`   // lines nobody asked for, at once ... (10000)
+	AgentFloodRate    int      `yaml:"agent_flood_rate"`    // ... and per second after; past them the agent is stopped; 0: never (100)
+	AgentLogLines     int      `yaml:"agent_log_lines"`     // stderr (and dropped) lines logged per interval, then a summary (100)
+	AgentLogInterval  Duration `yaml:"agent_log_interval"`  // (10s)
 }
 
 // ACPSection configures the ACP mount (file section acp).
@@ -194,6 +208,17 @@ func DefaultLimits() LimitsSection {
 		IdleTimeout:        0,
 		SSEKeepalive:       Duration(15 * time.Second),
 		WSPing:             Duration(25 * time.Second),
+		PromptBytes:        16 * MiB,
+		InboxBytes:         32 * MiB,
+		RequestTimeout:     Duration(30 * time.Second),
+		CommandQueue:       64,
+		CommandQueueBytes:  8 * MiB,
+		AgentStdinBytes:    64 * MiB,
+		AgentWindowBytes:   4 * MiB,
+		AgentFloodBurst:    10000,
+		AgentFloodRate:     100,
+		AgentLogLines:      100,
+		AgentLogInterval:   Duration(10 * time.Second),
 	}
 }
 

@@ -220,7 +220,8 @@ cluster:
 	}
 	gl := f.GatewayLimits()
 	if gl != (GatewayLimits{BodyBytes: 2 << 20, PromptBodyBytes: 64 << 20,
-		ClientQueueBytes: 2 << 20, ClientQueueAge: 3 * time.Second, SSEKeepalive: 5 * time.Second, WSPing: 7 * time.Second}) {
+		ClientQueueBytes: 2 << 20, ClientQueueAge: 3 * time.Second, SSEKeepalive: 5 * time.Second, WSPing: 7 * time.Second,
+		RequestTimeout: 30 * time.Second}) {
 		t.Errorf("gateway limits: %+v", gl)
 	}
 	if q := f.Quotas(); q != (surfaced.Quotas{SessionsPerSubject: 7, SessionsTotal: 70}) {
@@ -242,6 +243,18 @@ func TestDefaultAccessors(t *testing.T) {
 	if sl.RestartMax != 3 || sl.ReplayFrames != 4096 || sl.ReplayBytes != 4<<20 || sl.MaxLine != 16<<20 ||
 		sl.IdleTimeout != 0 || sl.InboxMax != 100 || sl.CommandsPerSecond != 1000 {
 		t.Errorf("session limits: %+v", sl)
+	}
+	if sl.PromptBytes != 16<<20 || sl.InboxBytes != 32<<20 || sl.CommandQueue != 64 || sl.CommandQueueBytes != 8<<20 ||
+		sl.StdinBytes != 64<<20 || sl.AgentWindowBytes != 4<<20 || sl.FloodBurst != 10000 || sl.FloodRate != 100 ||
+		sl.AgentLogLines != 100 || sl.AgentLogInterval != 10*time.Second {
+		t.Errorf("agent limits: %+v", sl)
+	}
+	if gl := f.GatewayLimits(); gl.RequestTimeout != 30*time.Second {
+		t.Errorf("request timeout %s", gl.RequestTimeout)
+	}
+	f.Limits.AgentFloodRate = 0
+	if sl := f.SessionLimits(); sl.FloodRate >= 0 {
+		t.Errorf("agent_flood_rate 0 (never stop) became %d", sl.FloodRate)
 	}
 	gl := f.GatewayLimits()
 	if gl.BodyBytes != 1<<20 || gl.PromptBodyBytes != 32<<20 || gl.SSEKeepalive != 15*time.Second || gl.WSPing != 25*time.Second ||
@@ -413,6 +426,20 @@ func TestValidationMessages(t *testing.T) {
 		{"idle_timeout", func(f *File) { f.Limits.IdleTimeout = Duration(-time.Minute) }, "limits.idle_timeout: must not be negative (0 means never), got -1m0s"},
 		{"sse_keepalive", func(f *File) { f.Limits.SSEKeepalive = 0 }, "limits.sse_keepalive: must be longer than 0"},
 		{"ws_ping", func(f *File) { f.Limits.WSPing = 0 }, "limits.ws_ping: must be longer than 0"},
+		{"prompt_bytes", func(f *File) { f.Limits.PromptBytes = 10 }, "limits.prompt_bytes: must be at least 1KiB, got 10"},
+		{"prompt_bytes over stdin", func(f *File) { f.Limits.PromptBytes = 128 * MiB; f.Limits.InboxBytes = 128 * MiB },
+			"limits.prompt_bytes: 128MiB is larger than agent_stdin_bytes (64MiB)"},
+		{"agent_stdin_bytes", func(f *File) { f.Limits.AgentStdinBytes = KiB }, "limits.agent_stdin_bytes: must be at least 64KiB"},
+		{"inbox_bytes", func(f *File) { f.Limits.InboxBytes = MiB }, "limits.inbox_bytes: 1MiB is smaller than prompt_bytes (16MiB)"},
+		{"request_timeout", func(f *File) { f.Limits.RequestTimeout = Duration(time.Millisecond) }, "limits.request_timeout: must be at least 1s, got 1ms"},
+		{"command_queue", func(f *File) { f.Limits.CommandQueue = 0 }, "limits.command_queue: must be at least 1, got 0"},
+		{"command_queue_bytes", func(f *File) { f.Limits.CommandQueueBytes = 4 * KiB },
+			"limits.command_queue_bytes: 4KiB is smaller than body_bytes (1MiB)"},
+		{"agent_window_bytes", func(f *File) { f.Limits.AgentWindowBytes = KiB }, "limits.agent_window_bytes: must be at least 64KiB, got 1KiB"},
+		{"agent_flood_burst", func(f *File) { f.Limits.AgentFloodBurst = 0 }, "limits.agent_flood_burst: must be at least 1, got 0"},
+		{"agent_flood_rate", func(f *File) { f.Limits.AgentFloodRate = -1 }, "limits.agent_flood_rate: must be at least 0, got -1"},
+		{"agent_log_lines", func(f *File) { f.Limits.AgentLogLines = 0 }, "limits.agent_log_lines: must be at least 1, got 0"},
+		{"agent_log_interval", func(f *File) { f.Limits.AgentLogInterval = 0 }, "limits.agent_log_interval: must be longer than 0"},
 
 		{"acp path empty", func(f *File) { f.ACP.Path = "" }, "acp.path: is empty (default /acp)"},
 		{"acp path relative", func(f *File) { f.ACP.Path = "acp" }, `acp.path: "acp" must start with /`},

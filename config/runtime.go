@@ -131,6 +131,10 @@ func (f *File) SessionLimits() surfaced.Limits {
 	if restartMax == 0 {
 		restartMax = -1
 	}
+	floodRate := l.AgentFloodRate
+	if floodRate == 0 {
+		floodRate = -1 // never stop an agent for it
+	}
 	return surfaced.Limits{
 		ReplayFrames:      l.ReplayFrames,
 		ReplayBytes:       int(l.ReplayBytes),
@@ -142,6 +146,16 @@ func (f *File) SessionLimits() surfaced.Limits {
 		CommandsPerSecond: l.CommandsPerSecond,
 		InboxMax:          l.InboxMax,
 		IdleTimeout:       time.Duration(l.IdleTimeout),
+		PromptBytes:       int(l.PromptBytes),
+		InboxBytes:        int(l.InboxBytes),
+		CommandQueue:      l.CommandQueue,
+		CommandQueueBytes: int(l.CommandQueueBytes),
+		StdinBytes:        int(l.AgentStdinBytes),
+		AgentWindowBytes:  int(l.AgentWindowBytes),
+		FloodBurst:        l.AgentFloodBurst,
+		FloodRate:         floodRate,
+		AgentLogLines:     l.AgentLogLines,
+		AgentLogInterval:  time.Duration(l.AgentLogInterval),
 	}
 }
 
@@ -159,6 +173,7 @@ type GatewayLimits struct {
 	ClientQueueAge   time.Duration // ... or this long behind
 	SSEKeepalive     time.Duration // SSE keepalive comment interval
 	WSPing           time.Duration // WebSocket ping interval (two missed pongs close)
+	RequestTimeout   time.Duration // a request waits this long for its session
 }
 
 // GatewayLimits returns the gateway's limits.
@@ -171,6 +186,7 @@ func (f *File) GatewayLimits() GatewayLimits {
 		ClientQueueAge:   time.Duration(l.ClientQueueAge),
 		SSEKeepalive:     time.Duration(l.SSEKeepalive),
 		WSPing:           time.Duration(l.WSPing),
+		RequestTimeout:   time.Duration(l.RequestTimeout),
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -167,6 +168,27 @@ func (v *validation) limits() {
 	}
 	positive("sse_keepalive", l.SSEKeepalive)
 	positive("ws_ping", l.WSPing)
+
+	atLeastSize("prompt_bytes", l.PromptBytes, 1*KiB)
+	atLeastSize("agent_stdin_bytes", l.AgentStdinBytes, 64*KiB)
+	if l.PromptBytes > l.AgentStdinBytes {
+		v.add("limits.prompt_bytes", "%s is larger than agent_stdin_bytes (%s): a prompt that size could never be written to an agent", l.PromptBytes, l.AgentStdinBytes)
+	}
+	if l.InboxBytes < l.PromptBytes {
+		v.add("limits.inbox_bytes", "%s is smaller than prompt_bytes (%s); the inbox must hold at least one prompt", l.InboxBytes, l.PromptBytes)
+	}
+	if l.RequestTimeout < Duration(time.Second) {
+		v.add("limits.request_timeout", "must be at least 1s, got %s", l.RequestTimeout)
+	}
+	atLeast("command_queue", int64(l.CommandQueue), 1)
+	if l.CommandQueueBytes < l.BodyBytes {
+		v.add("limits.command_queue_bytes", "%s is smaller than body_bytes (%s); the queue must hold at least one command", l.CommandQueueBytes, l.BodyBytes)
+	}
+	atLeastSize("agent_window_bytes", l.AgentWindowBytes, 64*KiB)
+	atLeast("agent_flood_burst", int64(l.AgentFloodBurst), 1)
+	atLeast("agent_flood_rate", int64(l.AgentFloodRate), 0)
+	atLeast("agent_log_lines", int64(l.AgentLogLines), 1)
+	positive("agent_log_interval", l.AgentLogInterval)
 }
 
 func (v *validation) acp() {

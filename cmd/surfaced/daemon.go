@@ -126,6 +126,7 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 			QueueAge:        gl.ClientQueueAge,
 			KeepAlive:       gl.SSEKeepalive,
 			WSPing:          gl.WSPing,
+			RequestTimeout:  gl.RequestTimeout,
 		},
 	})
 	hs := &http.Server{
