@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -75,6 +76,12 @@ type Spec struct {
 	Logger *slog.Logger // optional; nil discards
 	// Tap, when set, sees the process from the side (see Tap).
 	Tap Tap
+	// Tracker, when set, makes the agent's whole process tree end with it
+	// (a cgroup where the machine allows one, an environment mark, a
+	// record for the sweep after a daemon crash); see Tracker. Without it
+	// the agent's process group ends with it, and the agent dies with the
+	// daemon (parent-death signal).
+	Tracker *Tracker
 }
 
 // Tap observes an agent process from the side: every record written to its stdin, every record read
@@ -143,6 +150,7 @@ type Process struct {
 	stdout *childPipe
 	stderr *childPipe
 	ring   *ring
+	tree   *tree // with a Tracker: the rest of the agent's process tree
 
 	readErr error // a stdout read failure, set by the reader before readerDone is closed
 	done    chan struct{}
@@ -188,11 +196,20 @@ func Start(spec Spec, h Handler) (*Process, error) {
 			return nil, fmt.Errorf("agentproc: start %q: working directory %s: %w", spec.Argv[0], spec.Dir, syscall.ENOTDIR)
 		}
 	}
-	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
-	cmd.Dir = spec.Dir
-	cmd.Env = append(os.Environ(), spec.Env...) // exec keeps the last of duplicate keys
-	// A group of its own, so that Close and the exit clean-up reach the grandchildren too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	newCmd := func() *exec.Cmd {
+		cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+		cmd.Dir = spec.Dir
+		cmd.Env = append(os.Environ(), spec.Env...) // exec keeps the last of duplicate keys
+		// A group of its own, so that Close and the exit clean-up reach the
+		// grandchildren too; and death with the daemon (see spawn).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		return cmd
+	}
+	cmd := newCmd()
+	var tr *tree
+	if spec.Tracker != nil {
+		tr = spec.Tracker.prepare(cmd)
+	}
 
 	// *os.File pipes, not cmd.StdoutPipe & co: with files exec starts no copying goroutines, so
 	// cmd.Wait returns when the child exits even if a grandchild still holds a pipe. Our ends stay
@@ -226,9 +243,26 @@ func Start(spec Spec, h Handler) (*Process, error) {
 		return nil, fmt.Errorf("agentproc: start %q: stderr pipe: %w", spec.Argv[0], err)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
-	if err := cmd.Start(); err != nil {
+	err = spawn(cmd)
+	if err != nil && tr != nil && tr.cgroup != "" && !errors.Is(err, exec.ErrNotFound) && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, os.ErrPermission) {
+		// Starting in a cgroup is what failed (the machine does not allow
+		// it after all): again without one.
+		tr.withoutCgroup(cmd.SysProcAttr, err)
+		env := cmd.Env
+		cmd = newCmd()
+		cmd.Env = env
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
+		err = spawn(cmd)
+	}
+	if err != nil {
+		if tr != nil {
+			tr.failed()
+		}
 		closeAll()
 		return nil, fmt.Errorf("agentproc: start %q: %w", spec.Argv[0], err)
+	}
+	if tr != nil {
+		tr.started(cmd.Process.Pid)
 	}
 	// The child has its copies; ours of its ends would keep the pipes open.
 	stdinR.Close()
@@ -246,6 +280,7 @@ func Start(spec Spec, h Handler) (*Process, error) {
 		killAfter: spec.KillAfter,
 		stderrCB:  spec.Stderr,
 		tap:       spec.Tap,
+		tree:      tr,
 		stdin:     stdinW,
 		stdout:    &childPipe{f: stdoutR},
 		stderr:    &childPipe{f: stderrR},
@@ -271,6 +306,41 @@ func Start(spec Spec, h Handler) (*Process, error) {
 	go p.watch(readerDone, stderrDone)
 	p.log.Debug("agent started", "argv", spec.Argv, "dir", spec.Dir)
 	return p, nil
+}
+
+// spawner starts every agent from one OS thread that never exits. The
+// parent-death signal (Pdeathsig) fires when the thread that forked the
+// child ends, not when the daemon does, and a goroutine may otherwise be
+// on a thread that the runtime ends (one locked by a goroutine that
+// returned).
+var spawner struct {
+	once sync.Once
+	reqs chan spawnReq
+}
+
+type spawnReq struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// spawn starts cmd on the spawner thread.
+func spawn(cmd *exec.Cmd) error {
+	spawner.once.Do(func() {
+		spawner.reqs = make(chan spawnReq)
+		go spawnLoop(spawner.reqs)
+	})
+	done := make(chan error, 1)
+	spawner.reqs <- spawnReq{cmd: cmd, done: done}
+	return <-done
+}
+
+// spawnLoop is the spawner thread's goroutine. It lives as long as the
+// process (a goroutine leak checker should ignore it).
+func spawnLoop(reqs <-chan spawnReq) {
+	runtime.LockOSThread() // and never unlocked: the thread lives as long as the daemon
+	for r := range reqs {
+		r.done <- r.cmd.Start()
+	}
 }
 
 // Pid is the process id of the agent, which is also its process group id.
@@ -524,6 +594,12 @@ func (p *Process) watch(readerDone, stderrDone <-chan struct{}) {
 	}
 	p.reaped = true
 	p.sigMu.Unlock()
+	if p.tree != nil {
+		// Processes that left the group (setsid) end too.
+		if n := p.tree.end(); n > 0 {
+			p.log.Info("killed what was left of the agent's process tree", "processes", n)
+		}
+	}
 
 	p.stopWriter()
 	p.stdout.childExited(exitedAt)

@@ -24,7 +24,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	// The spawner thread lives as long as the process, by design.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/surfaced/surfaced/agentproc.spawnLoop"))
 }
 
 // waitLimit bounds every wait in these tests. It is a hang guard, not a speed check: each event it
