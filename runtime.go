@@ -82,6 +82,12 @@ type Config struct {
 	// lines both ways, its stderr and its exit: for tools that study an
 	// agent (surfaced agent check). The daemon runs without one.
 	AgentTap func(sessionID string) agentproc.Tap
+	// AgentDir is where the runtime records the agent processes it starts
+	// (the daemon uses <data_dir>/agents), so that a restart after a crash
+	// ends what the crash left behind; New sweeps it. Empty: no records
+	// (every agent's process tree still ends with it while the runtime
+	// runs, and agents die with the process).
+	AgentDir string
 }
 
 // Runtime hosts sessions.
@@ -95,6 +101,7 @@ type Runtime struct {
 	node    *clusterNode   // cluster member (nil on a single node)
 	deps    *session.Deps
 	metrics *metrics.Metrics
+	tracker *agentproc.Tracker
 
 	liveMu sync.Mutex
 	live   map[string]*actor.PID // sessions active on this node
@@ -156,6 +163,11 @@ func New(cfg Config) (*Runtime, error) {
 		r.names = append(r.names, a.Name)
 	}
 	sort.Strings(r.names)
+	tracker, err := agentproc.NewTracker(cfg.AgentDir, log)
+	if err != nil {
+		return nil, fmt.Errorf("surfaced: agent processes: %w", err)
+	}
+	r.tracker = tracker
 	r.metrics = metrics.New(reg)
 	r.writer = store.NewWriter(cfg.Store, cfg.StoreWorkers, log)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -179,10 +191,12 @@ func New(cfg Config) (*Runtime, error) {
 		AgentTap:    cfg.AgentTap,
 		Activated:   r.activated,
 		Deactivated: r.deactivated,
+		Tracker:     tracker,
 	}
 	if cfg.Cluster != nil {
 		if err := r.startCluster(); err != nil {
 			r.writer.Close()
+			tracker.Close(context.Background())
 			return nil, err
 		}
 		return r, nil
@@ -506,6 +520,9 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 		}
 		r.shutdownErr = r.writer.Flush(ctx)
 		r.writer.Close()
+		// The agents had their grace (until ctx ends); what is left of
+		// their trees goes now, with the run's records.
+		r.tracker.Close(ctx)
 		if r.local != nil {
 			r.sys.Shutdown() // a cluster member's went with the cluster
 		}

@@ -100,6 +100,7 @@ func (s *sessionActor) startAgent(ctx actor.Context) {
 			MaxLine:    s.lim.MaxLine,
 			StdinBytes: s.lim.StdinBytes,
 			Logger:     s.log,
+			Tracker:    s.deps.Tracker,
 		},
 		Logger:  s.deps.Logger,
 		Window:  a.window,

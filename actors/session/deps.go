@@ -142,6 +142,9 @@ type Deps struct {
 	LeaseConflict func(sessionID, holder string)
 	// Clock is the session's time (nil: the wall clock).
 	Clock clock.Clock
+	// Tracker makes each agent's process tree end with it (nil: only its
+	// process group does).
+	Tracker *proc.Tracker
 	// Activated / Deactivated track the sessions live on this node.
 	Activated   func(id string, pid *actor.PID)
 	Deactivated func(id string, pid *actor.PID)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/surfaced/surfaced"
@@ -69,6 +70,7 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 		WorkspaceRoots: f.WorkspaceRoots,
 		Props:          dev.runtimeProps(),
 		Cluster:        cc,
+		AgentDir:       filepath.Join(f.DataDir, "agents"),
 	})
 	if errors.Is(err, surfaced.ErrClusterStart) {
 		return &exitError{code: 1, err: err}
