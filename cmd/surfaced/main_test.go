@@ -25,7 +25,7 @@ type daemonProc struct {
 	stderr *strings.Builder
 }
 
-func startBinary(t *testing.T, args ...string) *daemonProc {
+func startBinary(t testing.TB, args ...string) *daemonProc {
 	t.Helper()
 	bin := testkit.Build(t, "./cmd/surfaced")
 	cmd := exec.Command(bin, args...)
