@@ -75,14 +75,14 @@ func (a pyAgent) lines() []string {
 func (a pyAgent) pid(t *testing.T) int {
 	t.Helper()
 	var pid int
-	daemon.Eventually(t, 30*time.Second, "the agent's pid", func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		for _, l := range a.lines() {
 			if p, ok := strings.CutPrefix(l, "pid "); ok {
 				pid, _ = strconv.Atoi(p)
 			}
 		}
 		return pid > 0
-	})
+	}, "the agent's pid")
 	return pid
 }
 
@@ -166,14 +166,14 @@ func TestFloodingAgentIsHeldBack(t *testing.T) {
 	pid := a.pid(t)
 	const target = 48 << 20
 	var wrote int
-	daemon.Eventually(t, 5*time.Minute, "the agent to write 48 MiB", func() bool {
+	testkit.Eventually(t, 5*time.Minute, func() bool {
 		for _, l := range a.lines() {
 			if v, ok := strings.CutPrefix(l, "wrote "); ok {
 				wrote, _ = strconv.Atoi(v)
 			}
 		}
 		return wrote >= target
-	})
+	}, "the agent to write 48 MiB")
 	during, rssDuring := heapInUse(), rssKiB()
 	growth := int64(during) - int64(before)
 	t.Logf("the agent wrote %d MiB: daemon heap in use %d -> %d MiB, RSS %d -> %d MiB", wrote>>20, before>>20, during>>20, rssBefore>>10, rssDuring>>10)
@@ -181,13 +181,13 @@ func TestFloodingAgentIsHeldBack(t *testing.T) {
 		t.Fatalf("the daemon's heap grew %d MiB while the agent wrote %d MiB", growth>>20, wrote>>20)
 	}
 	// The agent is held back by the daemon (its pipe is full), not done.
-	daemon.Eventually(t, 30*time.Second, "the agent blocked on its stdout", func() bool { return testkit.BlockedWritingPipe(pid) })
+	testkit.Eventually(t, 30*time.Second, func() bool { return testkit.BlockedWritingPipe(pid) }, "the agent blocked on its stdout")
 
 	st, out := d.JSON("DELETE", "/api/sessions/"+id, nil)
 	if st != 200 {
 		t.Fatalf("DELETE of a flooded session: %d %v", st, out)
 	}
-	daemon.Eventually(t, 30*time.Second, "the agent gone", func() bool { return !alive(pid) })
+	testkit.Eventually(t, 30*time.Second, func() bool { return !alive(pid) }, "the agent gone")
 	t.Logf("after DELETE: heap in use %d MiB, RSS %d MiB", heapInUse()>>20, rssKiB()>>10)
 }
 
@@ -210,7 +210,7 @@ func TestFloodingAgentIsStopped(t *testing.T) {
 	s.Wait(t, 10*time.Second, "the error status", func(e testkit.Event) bool {
 		return e.Kind == "session" && e.Data["status"] == "error" && e.Data["code"] == "agent_flooding"
 	})
-	daemon.Eventually(t, 30*time.Second, "the agent stopped", func() bool { return !alive(pid) })
+	testkit.Eventually(t, 30*time.Second, func() bool { return !alive(pid) }, "the agent stopped")
 	if n, _ := logs.get("agent flooding its output; stopping it"); n != 1 {
 		t.Fatalf("%d log records say so", n)
 	}
@@ -241,10 +241,10 @@ for raw in sys.stdin:
 	if st, _ := d.JSON("DELETE", "/api/sessions/"+id, nil); st != 200 {
 		t.Fatalf("delete: %d", st)
 	}
-	daemon.Eventually(t, 30*time.Second, "the summary", func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		_, n := logs.get("agent stderr: records suppressed")
 		return n > 0
-	})
+	}, "the summary")
 	n, _ := logs.get("agent stderr")
 	summaries, suppressed := logs.get("agent stderr: records suppressed")
 	t.Logf("100000 stderr lines: %d records, %d summary records counting %d", n, summaries, suppressed)
@@ -417,7 +417,7 @@ func TestCommandDeadlines(t *testing.T) {
 		out["_status"] = st
 		held <- out
 	}()
-	daemon.Eventually(t, 30*time.Second, "the hold dispatched", func() bool { return strings.Contains(strings.Join(a.lines(), "\n"), "dispatch hold") })
+	testkit.Eventually(t, 30*time.Second, func() bool { return strings.Contains(strings.Join(a.lines(), "\n"), "dispatch hold") }, "the hold dispatched")
 	// Behind it, commands whose callers wait 1 s: two more holds and an inc.
 	type answer struct {
 		action string
@@ -449,11 +449,11 @@ func TestCommandDeadlines(t *testing.T) {
 	// Its late answer (count+100) is ignored; the commands that timed out in
 	// the queue never run. One more inc shows the truth.
 	var final map[string]any
-	daemon.Eventually(t, 30*time.Second, "a last inc to run", func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		st, out := d.JSON("POST", "/api/sessions/"+id+"/surfaces/q/inc", nil)
 		final = out
 		return st == 200 && out["ok"] == true
-	})
+	}, "a last inc to run")
 	if got := final["data"].(map[string]any)["count"]; got != 1.0 {
 		t.Fatalf("count %v: a command answered as failed was applied", got)
 	}
@@ -479,7 +479,7 @@ func TestCommandOfAGoneCallerIsNotRun(t *testing.T) {
 		st, _ := d.JSON("POST", "/api/sessions/"+id+"/surfaces/q/hold", nil)
 		held <- st
 	}()
-	daemon.Eventually(t, 30*time.Second, "the hold dispatched", func() bool { return strings.Contains(strings.Join(a.lines(), "\n"), "dispatch hold") })
+	testkit.Eventually(t, 30*time.Second, func() bool { return strings.Contains(strings.Join(a.lines(), "\n"), "dispatch hold") }, "the hold dispatched")
 	// An inc queued behind the hold, whose caller then goes away: its
 	// request is withdrawn as the directory does when a request's context
 	// ends.
@@ -543,7 +543,7 @@ func TestCommandQueueBounded(t *testing.T) {
 		answers <- answer{st, out}
 	}
 	go run("hold")
-	daemon.Eventually(t, 30*time.Second, "the hold dispatched", func() bool { return strings.Contains(strings.Join(a.lines(), "\n"), "dispatch hold") })
+	testkit.Eventually(t, 30*time.Second, func() bool { return strings.Contains(strings.Join(a.lines(), "\n"), "dispatch hold") }, "the hold dispatched")
 	for range 3 {
 		go run("inc")
 	}

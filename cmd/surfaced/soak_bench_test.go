@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/surfaced/surfaced/internal/testkit/daemon"
+	"github.com/surfaced/surfaced/internal/testkit"
 )
 
 // pyFloodTurn answers a prompt with a turn of FLOOD_LINES agent lines
@@ -157,10 +157,10 @@ agents:
 		}
 		id := body[strings.Index(body, `"sessionId":"`)+13:]
 		id = id[:strings.IndexByte(id, '"')]
-		daemon.Eventually(b, 60*time.Second, "the session ready", func() bool {
+		testkit.Eventually(b, 60*time.Second, func() bool {
 			_, s := call("GET", "/api/sessions/"+id, "")
 			return strings.Contains(s, `"status":"ready"`)
-		})
+		}, "the session ready")
 		return id
 	}
 
@@ -168,9 +168,9 @@ agents:
 	// session's lingers 60 s, its replay window held for late readers) and
 	// its garbage is collected.
 	settled := func() usage {
-		daemon.Eventually(b, 3*time.Minute, "the ended sessions' actors gone", func() bool {
+		testkit.Eventually(b, 3*time.Minute, func() bool {
 			return metric(b, p, "surfaced_sessions_active") == 0
-		})
+		}, "the ended sessions' actors gone")
 		if resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/heap?gc=1"); err == nil {
 			resp.Body.Close()
 		}
@@ -209,10 +209,10 @@ agents:
 		if st, body := call("POST", "/api/sessions/"+id+"/prompt", `{"message":"flood"}`); st != 202 {
 			b.Fatalf("prompt: %d %s", st, body)
 		}
-		daemon.Eventually(b, 10*time.Minute, "the turn of a million lines to end", func() bool {
+		testkit.Eventually(b, 10*time.Minute, func() bool {
 			_, s := call("GET", "/api/sessions/"+id, "")
 			return strings.Contains(s, `"busy":false`) && strings.Contains(s, `"status":"ready"`)
-		})
+		}, "the turn of a million lines to end")
 		took += time.Since(start)
 		close(stop)
 		wg.Wait()

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/surfaced/surfaced/internal/testkit/daemon"
+	"github.com/surfaced/surfaced/internal/testkit"
 )
 
 // pyTreeAgent is a surfaced/1 agent that starts two children before it
@@ -82,7 +82,7 @@ func (d *treeDaemon) session() (id string, agent, setsid, group int) {
 	}
 	id = body[strings.Index(body, `"sessionId":"`)+13:]
 	id = id[:strings.IndexByte(id, '"')]
-	daemon.Eventually(d.t, 60*time.Second, "the agent's children", func() bool { return len(d.noted()) > len(before) })
+	testkit.Eventually(d.t, 60*time.Second, func() bool { return len(d.noted()) > len(before) }, "the agent's children")
 	lines := d.noted()
 	fmt.Sscanf(lines[len(lines)-1], "%d %d %d", &agent, &setsid, &group)
 	d.t.Cleanup(func() {
@@ -131,9 +131,9 @@ func TestAgentChildrenEndWithTheAgent(t *testing.T) {
 	if st, body := d.call("DELETE", "/api/sessions/"+id, ""); st != 200 {
 		t.Fatalf("delete: %d %s", st, body)
 	}
-	daemon.Eventually(t, 30*time.Second, "the agent and its children gone after DELETE", func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		return !running(agent) && !running(setsid) && !running(group)
-	})
+	}, "the agent and its children gone after DELETE")
 
 	// The daemon is killed: the agent dies with it (parent-death signal);
 	// its children outlive it until the daemon starts again, which ends
@@ -143,14 +143,14 @@ func TestAgentChildrenEndWithTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = d.p.cmd.Wait()
-	daemon.Eventually(t, 30*time.Second, "the agent gone with the daemon", func() bool { return !running(agent) })
+	testkit.Eventually(t, 30*time.Second, func() bool { return !running(agent) }, "the agent gone with the daemon")
 	if !running(group) || !running(setsid) {
 		t.Fatalf("the children died with the daemon (setsid %v, group %v): the restart's sweep is not what is tested", running(setsid), running(group))
 	}
 	d.p = startBinary(t, "serve", "--config", d.cfg)
-	daemon.Eventually(t, 30*time.Second, "the previous agent's children gone after the restart", func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		return !running(setsid) && !running(group)
-	})
+	}, "the previous agent's children gone after the restart")
 	if ents, _ := os.ReadDir(filepath.Join(filepath.Dir(d.cfg), "data", "agents")); len(ents) != 1 {
 		t.Fatalf("agent records after the restart: %v (want this run's only)", ents)
 	}
