@@ -308,14 +308,16 @@ func Start(spec Spec, h Handler) (*Process, error) {
 	return p, nil
 }
 
-// spawner starts every agent from one OS thread that never exits. The
-// parent-death signal (Pdeathsig) fires when the thread that forked the
-// child ends, not when the daemon does, and a goroutine may otherwise be
-// on a thread that the runtime ends (one locked by a goroutine that
-// returned).
+// spawner starts agents from one OS thread, which lives while any agent it
+// started does. The parent-death signal (Pdeathsig) fires when the thread
+// that forked the child ends, not when the daemon does, and a goroutine may
+// otherwise be on a thread that the runtime ends (one locked by a goroutine
+// that returned). When the last agent has been reaped the thread ends too,
+// so that a process without agents holds no thread for them.
 var spawner struct {
-	once sync.Once
-	reqs chan spawnReq
+	mu   sync.Mutex
+	live int           // agents started (or being started) and not yet reaped
+	reqs chan spawnReq // the running thread's requests; nil when none runs
 }
 
 type spawnReq struct {
@@ -323,21 +325,43 @@ type spawnReq struct {
 	done chan error
 }
 
-// spawn starts cmd on the spawner thread.
+// spawn starts cmd on the spawner thread. Unless it fails, the caller calls
+// spawned once cmd has been waited for.
 func spawn(cmd *exec.Cmd) error {
-	spawner.once.Do(func() {
+	spawner.mu.Lock()
+	if spawner.reqs == nil {
 		spawner.reqs = make(chan spawnReq)
 		go spawnLoop(spawner.reqs)
-	})
+	}
+	spawner.live++ // keeps the thread: reqs stays open until spawned
+	reqs := spawner.reqs
+	spawner.mu.Unlock()
 	done := make(chan error, 1)
-	spawner.reqs <- spawnReq{cmd: cmd, done: done}
-	return <-done
+	reqs <- spawnReq{cmd: cmd, done: done}
+	err := <-done
+	if err != nil {
+		spawned()
+	}
+	return err
 }
 
-// spawnLoop is the spawner thread's goroutine. It lives as long as the
-// process (a goroutine leak checker should ignore it).
+// spawned releases the spawner thread from one agent: it has been reaped
+// (or never started). The last release ends the thread.
+func spawned() {
+	spawner.mu.Lock()
+	defer spawner.mu.Unlock()
+	spawner.live--
+	if spawner.live == 0 {
+		close(spawner.reqs)
+		spawner.reqs = nil
+	}
+}
+
+// spawnLoop is the spawner thread's goroutine.
 func spawnLoop(reqs <-chan spawnReq) {
-	runtime.LockOSThread() // and never unlocked: the thread lives as long as the daemon
+	// Never unlocked: when this goroutine returns, the runtime ends the
+	// thread with it, and only then (no agent of it is left).
+	runtime.LockOSThread()
 	for r := range reqs {
 		r.done <- r.cmd.Start()
 	}
@@ -585,6 +609,7 @@ func (p *Process) emitStderr(line []byte) {
 // watch waits for the child, cleans up after it and reports its exit.
 func (p *Process) watch(readerDone, stderrDone <-chan struct{}) {
 	waitErr := p.cmd.Wait()
+	spawned()
 	exitedAt := time.Now()
 	// Kill what is left of the group (grandchildren that may hold the pipes). The group id stays
 	// reserved while it has members, so this cannot reach a stranger.

@@ -25,7 +25,7 @@ import (
 
 func TestMain(m *testing.M) {
 	// The spawner thread lives as long as the process, by design.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/surfaced/surfaced/agentproc.spawnLoop"))
+	goleak.VerifyTestMain(m)
 }
 
 // waitLimit bounds every wait in these tests. It is a hang guard, not a speed check: each event it
