@@ -622,3 +622,36 @@ func TestMarshalDoesNotEscapeHTML(t *testing.T) {
 		t.Fatal("a func marshaled")
 	}
 }
+
+// FuzzLeadingEnvelope checks LeadingEnvelope, which reads a too-long line's first bytes: it never
+// panics; on a whole valid line it agrees with DecodeEnvelope (and so with encoding/json); and cut
+// anywhere, a line whose "type" and "id" appear once gives either nothing or their true values,
+// never a wrong id (a wrong id would fail another command).
+func FuzzLeadingEnvelope(f *testing.F) {
+	for _, s := range []string{
+		sampleEvent, `{"type":"response","id":"p.1","data":"xxxxxxxx"}`, `{"id":"a","type":"b","id":"c"}`,
+		`{"type":"x","id":7}`, `{"typ\u0065":"response","id":"a\"b"}`, `{ "type" : "a" , "id" : "b" }`,
+		`{"a":{"id":"inner"},"type":"t","id":"outer"}`, `["type","id"]`, `{"type":"a","id":"b" nope`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		lead := LeadingEnvelope(line)
+		env, err := DecodeEnvelope(line)
+		if err != nil {
+			return
+		}
+		if lead != env {
+			t.Fatalf("whole line %q: LeadingEnvelope %+v, DecodeEnvelope %+v", line, lead, env)
+		}
+		if bytes.IndexByte(line, '\\') >= 0 || bytes.Count(line, []byte(`"type"`)) > 1 || bytes.Count(line, []byte(`"id"`)) > 1 {
+			return // a member may repeat: a prefix may hold an earlier value
+		}
+		for k := range len(line) {
+			p := LeadingEnvelope(line[:k])
+			if (p.Type != "" && p.Type != env.Type) || (p.ID != "" && p.ID != env.ID) {
+				t.Fatalf("%q cut at %d: %+v, the whole line says %+v", line, k, p, env)
+			}
+		}
+	})
+}
