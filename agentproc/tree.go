@@ -56,9 +56,13 @@ type Tracker struct {
 	run    string // this run: <pid>-<start ticks>-<random>
 	dir    string // this run's records; "" when none are kept
 	seq    atomic.Uint64
-	live   sync.WaitGroup // agents started and not ended
 	mu     sync.Mutex
 	cgroup string // this run's cgroup; "" when cgroups are not available
+	// live counts the agents started and not ended; idle, when set, is
+	// closed when it drops to 0 (Close waits on it). Not a WaitGroup: an
+	// agent may start while Close waits.
+	live int
+	idle chan struct{}
 }
 
 // runRecord is a run's file "run": where its cgroup is.
@@ -121,14 +125,17 @@ func (t *Tracker) Close(ctx context.Context) {
 	if t == nil {
 		return
 	}
-	ended := make(chan struct{})
-	go func() {
-		t.live.Wait()
-		close(ended)
-	}()
-	select {
-	case <-ended:
-	case <-ctx.Done():
+	t.mu.Lock()
+	if t.live > 0 && t.idle == nil {
+		t.idle = make(chan struct{})
+	}
+	idle := t.idle
+	t.mu.Unlock()
+	if idle != nil {
+		select {
+		case <-idle:
+		case <-ctx.Done():
+		}
 	}
 	prefix := t.run + "/"
 	killMarked(func(m string) bool { return strings.HasPrefix(m, prefix) })
@@ -235,10 +242,10 @@ type tree struct {
 // makes it start in a cgroup of its own. cmd.SysProcAttr must be set.
 func (t *Tracker) prepare(cmd *exec.Cmd) *tree {
 	n := t.seq.Add(1)
-	t.live.Add(1)
 	tr := &tree{t: t, mark: t.run + "/" + strconv.FormatUint(n, 10)}
 	cmd.Env = append(cmd.Env, EnvMark+"="+tr.mark)
 	t.mu.Lock()
+	t.live++
 	runCg := t.cgroup
 	t.mu.Unlock()
 	if runCg != "" {
@@ -293,9 +300,20 @@ func (tr *tree) started(pid int) {
 	tr.record = rec
 }
 
+// ended counts an agent of prepare's out: it ended, or never started.
+func (t *Tracker) ended() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.live--
+	if t.live == 0 && t.idle != nil {
+		close(t.idle)
+		t.idle = nil
+	}
+}
+
 // failed undoes prepare for an agent that did not start.
 func (tr *tree) failed() {
-	defer tr.t.live.Done()
+	defer tr.t.ended()
 	if tr.cgfd != nil {
 		tr.cgfd.Close()
 		tr.cgfd = nil
@@ -309,7 +327,7 @@ func (tr *tree) failed() {
 // group was killed): its cgroup, or the processes that carry its mark. It
 // returns the number of processes it killed.
 func (tr *tree) end() int {
-	defer tr.t.live.Done()
+	defer tr.t.ended()
 	killed := 0
 	if tr.cgroup != "" {
 		killed = removeCgroup(tr.cgroup)
