@@ -61,8 +61,8 @@ func CheckCountQuery(q CountQuery) error {
 }
 
 // CheckEntries returns an error wrapping ErrInvalid for the first entry whose
-// tool args or result are not JSON, or whose turn or prompt id does not fit
-// an int64 (SQL's BIGINT).
+// tool args or result are not JSON, whose turn or prompt id does not fit
+// an int64 (SQL's BIGINT), or with an attachment id a store refuses.
 func CheckEntries(entries []Entry) error {
 	for i, e := range entries {
 		if len(e.ToolArgs) > 0 && !json.Valid(e.ToolArgs) {
@@ -73,6 +73,11 @@ func CheckEntries(entries []Entry) error {
 		}
 		if e.TurnID > math.MaxInt64 || e.PromptID > math.MaxInt64 {
 			return fmt.Errorf("%w: entry %d: turn id %d or prompt id %d is above %d", ErrInvalid, i, e.TurnID, e.PromptID, int64(math.MaxInt64))
+		}
+		for _, id := range e.AttachmentIDs {
+			if err := CheckArtifactID(id); err != nil {
+				return fmt.Errorf("entry %d: attachment: %w", i, err)
+			}
 		}
 	}
 	return nil
@@ -93,4 +98,11 @@ func CheckKV(entries []KV) error {
 		}
 	}
 	return nil
+}
+
+// CheckEndedQuery returns the number of ids EndedSessions returns for limit
+// (DefaultListLimit when 0, at most MaxListLimit), or an error wrapping
+// ErrInvalid for a negative limit.
+func CheckEndedQuery(limit int) (int, error) {
+	return CheckListQuery(ListQuery{Owner: "-", Limit: limit})
 }

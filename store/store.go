@@ -1,5 +1,7 @@
 // Package store persists sessions, their transcripts and their KV entries
-// (surface snapshots included, each with its rev).
+// (surface snapshots included, each with its rev), their artifacts (the
+// bytes and their records, see ArtifactStore) and the keys that sign
+// artifact URLs.
 //
 // The session actor and its domain actors are the only writers of a session's
 // rows; the store does not arbitrate between writers, it keeps what they wrote.
@@ -160,10 +162,13 @@ type Entry struct {
 	ToolArgs   []byte // JSON
 	ToolResult []byte // JSON
 	IsError    bool
-	Via        string    // browser, acp, agent
-	TurnID     uint64    // the turn that produced (or, for user entries, answered) the entry; at most math.MaxInt64
-	PromptID   uint64    // user entries: the prompt's id in its session; at most math.MaxInt64
-	At         time.Time // zero means now when appending; kept in ms, UTC
+	Via        string // browser, acp, agent
+	TurnID     uint64 // the turn that produced (or, for user entries, answered) the entry; at most math.MaxInt64
+	PromptID   uint64 // user entries: the prompt's id in its session; at most math.MaxInt64
+	// AttachmentIDs are the ids of the artifacts a user entry's prompt
+	// attached (never their bytes); nil when none. Kept in order.
+	AttachmentIDs []string
+	At            time.Time // zero means now when appending; kept in ms, UTC
 }
 
 // KV is one session KV entry. A deleted entry is a tombstone: its rev is kept
@@ -225,6 +230,23 @@ type Store interface {
 	// LoadKV returns every entry of the session, tombstones included, in key
 	// order; ErrNotFound for an unknown session.
 	LoadKV(ctx context.Context, sessionID string) ([]KV, error)
+
+	// DeleteSession deletes the session and everything of it: its
+	// transcript, its KV entries, its lease and its artifacts (their bytes
+	// go when no other artifact names them), all or none. ErrNotFound for
+	// an unknown session. It is never fenced: whoever deletes a session
+	// stops its actor first, and the writes of an actor that had not
+	// stopped fail with ErrNotFound afterwards.
+	DeleteSession(ctx context.Context, id string) error
+	// EndedSessions returns the ids of up to limit sessions (at most
+	// MaxListLimit; 0 means DefaultListLimit) whose Status is StatusEnded
+	// and whose Updated is before before, least recently updated first:
+	// the sessions a retention sweep deletes. The SQL stores serve it from
+	// an index of the ended sessions.
+	EndedSessions(ctx context.Context, before time.Time, limit int) ([]string, error)
+
+	// ArtifactStore: the sessions' artifacts.
+	ArtifactStore
 
 	// Close releases the store. Later calls fail with ErrClosed; closing
 	// again returns nil.

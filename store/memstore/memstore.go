@@ -28,6 +28,11 @@ type Store struct {
 	closed   bool
 	sessions map[string]*record
 	leases   map[string]*store.Lease // by session id; Node is "" once released
+
+	artifacts map[string]*artifact // by id
+	blobs     map[string]*blob     // by ref
+	blobN     uint64               // the last blob ref handed out
+	keys      []store.SigningKey   // signing keys, oldest first
 }
 
 // record is one session with everything that belongs to it.
@@ -283,6 +288,9 @@ func (m *Store) Close() error {
 	m.closed = true
 	m.sessions = nil
 	m.leases = nil
+	m.artifacts = nil
+	m.blobs = nil
+	m.keys = nil
 	return nil
 }
 
@@ -375,6 +383,11 @@ func checkEntries(entries []store.Entry) ([]store.Entry, error) {
 func cloneEntry(e store.Entry) store.Entry {
 	e.ToolArgs = cloneJSON(e.ToolArgs)
 	e.ToolResult = cloneJSON(e.ToolResult)
+	if len(e.AttachmentIDs) == 0 {
+		e.AttachmentIDs = nil
+	} else {
+		e.AttachmentIDs = slices.Clone(e.AttachmentIDs)
+	}
 	return e
 }
 

@@ -15,3 +15,7 @@ func TestConformance(t *testing.T) {
 func TestZeroValue(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return new(memstore.Store) })
 }
+
+func TestArtifacts(t *testing.T) {
+	storetest.RunArtifacts(t, func(t *testing.T) store.Store { return memstore.New() })
+}

@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/surfaced/surfaced/store"
@@ -39,4 +41,26 @@ func encodeCursor(updated int64, id string) string {
 
 func decodeCursor(c string) (updated int64, id string, err error) {
 	return store.DecodeCursor(cursorVersion, c)
+}
+
+// idsOrNil is a transcript entry's attachment ids as their column holds
+// them: a JSON array of strings, NULL when there are none.
+func idsOrNil(ids []string) []byte {
+	if len(ids) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(ids) // strings always marshal
+	return b
+}
+
+// idsOf reads the attachment ids column back.
+func idsOf(col []byte) ([]string, error) {
+	if len(col) == 0 {
+		return nil, nil
+	}
+	var ids []string
+	if err := json.Unmarshal(col, &ids); err != nil {
+		return nil, fmt.Errorf("attachment ids %q: %w", col, err)
+	}
+	return ids, nil
 }

@@ -66,3 +66,22 @@ func TestDurable(t *testing.T) {
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func TestArtifacts(t *testing.T) {
+	dsn := testDSN(t)
+	storetest.RunArtifacts(t, func(t *testing.T) store.Store { return mustOpen(t, dsn, WithSchema(newSchema())) })
+}
+
+// TestArtifactCrash kills a process of this test binary between the two
+// steps of an artifact (TestArtifactCrashChild is that process).
+func TestArtifactCrash(t *testing.T) {
+	dsn, schema := testDSN(t), newSchema()
+	storetest.RunArtifactCrash(t, "TestArtifactCrashChild", []string{"STORETEST_PG_DSN=" + dsn, "STORETEST_PG_SCHEMA=" + schema},
+		func(t *testing.T) store.Store { return mustOpen(t, dsn, WithSchema(schema)) })
+}
+
+func TestArtifactCrashChild(t *testing.T) {
+	storetest.ArtifactCrashChild(t, func(t *testing.T) store.Store {
+		return mustOpen(t, os.Getenv("STORETEST_PG_DSN"), WithSchema(os.Getenv("STORETEST_PG_SCHEMA")))
+	})
+}

@@ -275,13 +275,15 @@ func (s *Store) AppendTranscript(ctx context.Context, sessionID string, fence st
 	toolArgs, toolResults, vias := make([][]byte, n), make([][]byte, n), make([][]byte, n)
 	isError, at := make([]bool, n), make([]*int64, n)
 	turnIDs, promptIDs := make([]int64, n), make([]int64, n)
+	attachments := make([][]byte, n)
 	for i, e := range entries {
+		attachments[i] = idsOrNil(e.AttachmentIDs)
 		roles[i], texts[i], callIDs[i], names[i] = bytesOf(e.Role), bytesOf(e.Text), bytesOf(e.ToolCallID), bytesOf(e.ToolName)
 		toolArgs[i], toolResults[i], vias[i] = jsonOrNil(e.ToolArgs), jsonOrNil(e.ToolResult), bytesOf(e.Via)
 		isError[i], at[i] = e.IsError, millisOrNil(e.At)
 		turnIDs[i], promptIDs[i] = int64(e.TurnID), int64(e.PromptID)
 	}
-	args := []any{sessionID, int64(n), roles, texts, callIDs, names, toolArgs, toolResults, isError, vias, at, turnIDs, promptIDs}
+	args := []any{sessionID, int64(n), roles, texts, callIDs, names, toolArgs, toolResults, isError, vias, at, turnIDs, promptIDs, attachments}
 	if err := s.write(ctx, fence, s.q.appendTranscript, s.q.appendTranscriptFenced, args...); err != nil {
 		return s.failWrite(ctx, op, sessionID, err)
 	}
@@ -305,9 +307,13 @@ func (s *Store) Transcript(ctx context.Context, sessionID string) ([]store.Entry
 	var entries []store.Entry
 	for rows.Next() {
 		var e store.Entry
-		var role, text, callID, name, via []byte
+		var role, text, callID, name, via, attachments []byte
 		var at, turnID, promptID int64
-		if err := rows.Scan(&role, &text, &callID, &name, &e.ToolArgs, &e.ToolResult, &e.IsError, &via, &at, &turnID, &promptID); err != nil {
+		if err := rows.Scan(&role, &text, &callID, &name, &e.ToolArgs, &e.ToolResult, &e.IsError, &via, &at, &turnID, &promptID, &attachments); err != nil {
+			return nil, s.fail(ctx, op, sessionID, err)
+		}
+		var err error
+		if e.AttachmentIDs, err = idsOf(attachments); err != nil {
 			return nil, s.fail(ctx, op, sessionID, err)
 		}
 		e.Role, e.Text, e.ToolCallID, e.ToolName, e.Via = string(role), string(text), string(callID), string(name), string(via)

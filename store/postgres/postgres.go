@@ -1,6 +1,8 @@
 // Package postgres is a store.Store in PostgreSQL, for several surfaced
 // nodes sharing one store, through github.com/jackc/pgx/v5 and its
-// connection pool (pgxpool).
+// connection pool (pgxpool). The bytes of artifacts are in PostgreSQL too,
+// in chunks of ChunkSize, so that any node serves any artifact with no
+// other component.
 //
 // # Layout
 //
@@ -105,6 +107,7 @@ type Store struct {
 	target string // user@host:port/database, for messages
 	log    *slog.Logger
 	q      queries
+	aq     artifactQueries
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -166,6 +169,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		schema: cfg.schema,
 		target: fmt.Sprintf("%s@%s/%s", cc.User, net.JoinHostPort(cc.Host, fmt.Sprint(cc.Port)), cc.Database),
 		q:      newQueries(pgx.Identifier{cfg.schema}.Sanitize()),
+		aq:     newArtifactQueries(pgx.Identifier{cfg.schema}.Sanitize()),
 	}
 	if strings.HasPrefix(cc.Host, "/") {
 		s.target = fmt.Sprintf("%s@%s/%s", cc.User, cc.Host, cc.Database)

@@ -76,12 +76,12 @@ const updateSessionSet = `SET title = coalesce($2, title), status = coalesce($3,
 	updated = greatest(` + nowMS + `, updated + 1), ids_reserved = greatest(ids_reserved, $4)`
 
 const appendSelect = `INSERT INTO {s}.transcript
-		(session_id, seq, role, text, tool_call_id, tool_name, tool_args, tool_result, is_error, via, at, turn_id, prompt_id)
+		(session_id, seq, role, text, tool_call_id, tool_name, tool_args, tool_result, is_error, via, at, turn_id, prompt_id, attachment_ids)
 	SELECT $1, base.n + e.ord, e.role, e.text, e.tool_call_id, e.tool_name, e.tool_args, e.tool_result, e.is_error, e.via,
-		coalesce(e.at, ` + nowMS + `), e.turn_id, e.prompt_id
+		coalesce(e.at, ` + nowMS + `), e.turn_id, e.prompt_id, e.attachment_ids
 	FROM base, unnest($3::bytea[], $4::bytea[], $5::bytea[], $6::bytea[], $7::bytea[], $8::bytea[], $9::bool[], $10::bytea[],
-		$11::int8[], $12::int8[], $13::int8[])
-		WITH ORDINALITY AS e(role, text, tool_call_id, tool_name, tool_args, tool_result, is_error, via, at, turn_id, prompt_id, ord)`
+		$11::int8[], $12::int8[], $13::int8[], $14::bytea[])
+		WITH ORDINALITY AS e(role, text, tool_call_id, tool_name, tool_args, tool_result, is_error, via, at, turn_id, prompt_id, attachment_ids, ord)`
 
 // The entries of a batch are reduced to the one that wins per key (the
 // highest rev; of equal ones the first, as writing them in order would keep)
@@ -114,7 +114,7 @@ func newQueries(schema string) queries {
 				RETURNING transcript_len - $2 AS n),
 			ins AS (` + appendSelect + `)
 			SELECT true, EXISTS (SELECT 1 FROM base)`,
-		appendTranscriptFenced: "WITH " + fenceCTE("$14") + `,
+		appendTranscriptFenced: "WITH " + fenceCTE("$15") + `,
 			base AS (UPDATE {s}.sessions SET transcript_len = transcript_len + $2 WHERE id = $1 AND EXISTS (SELECT 1 FROM fence)
 				RETURNING transcript_len - $2 AS n),
 			ins AS (` + appendSelect + `)
@@ -122,7 +122,7 @@ func newQueries(schema string) queries {
 		// A write of nothing under a fence.
 		checkFenced: "WITH " + fenceCTE("$2") + `
 			SELECT EXISTS (SELECT 1 FROM fence), EXISTS (SELECT 1 FROM {s}.sessions WHERE id = $1)`,
-		transcript: `SELECT role, text, tool_call_id, tool_name, tool_args, tool_result, is_error, via, at, turn_id, prompt_id
+		transcript: `SELECT role, text, tool_call_id, tool_name, tool_args, tool_result, is_error, via, at, turn_id, prompt_id, attachment_ids
 			FROM {s}.transcript WHERE session_id = $1 ORDER BY seq`,
 
 		putKV: `WITH sess AS (SELECT id FROM {s}.sessions WHERE id = $1),
@@ -211,3 +211,6 @@ func listSQL(bits int) string {
 	return "SELECT " + sessionColumns + " FROM {s}.sessions WHERE " + where.String() +
 		" ORDER BY updated DESC, id DESC LIMIT " + param()
 }
+
+// replaceSchema fills the quoted schema name into sql's {s}.
+func replaceSchema(sql, schema string) string { return strings.ReplaceAll(sql, "{s}", schema) }

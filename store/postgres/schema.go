@@ -101,6 +101,64 @@ CREATE INDEX sessions_live_by_owner_agent ON {s}.sessions (owner, agent, status)
 -- A constant default: no table rewrite.
 ALTER TABLE {s}.sessions ADD COLUMN ids_reserved bigint NOT NULL DEFAULT 0;
 `},
+	{version: 4, name: "artifacts, signing keys, attachments, ended sessions", sql: `
+-- The bytes of artifacts, in chunks, so that any node serves any artifact
+-- and nothing is ever whole in memory. A blob is written chunk by chunk
+-- (each its own statement: no connection is held while the client sends
+-- the next one); sha256 is '' until the last chunk is in. Blobs that no
+-- artifact names are orphans, which the sweep deletes after a grace.
+CREATE TABLE {s}.artifact_blobs (
+	blob_id    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	sha256     text COLLATE "C" NOT NULL, -- lowercase hex; '' while being written
+	size       bigint NOT NULL,
+	chunk_size integer NOT NULL,
+	created    bigint NOT NULL            -- unix ms by the server's clock: when it was written
+);
+-- A commit shares the copy of equal bytes another artifact names.
+CREATE INDEX artifact_blobs_by_sha256 ON {s}.artifact_blobs (sha256);
+
+CREATE TABLE {s}.artifact_chunks (
+	blob_id bigint NOT NULL REFERENCES {s}.artifact_blobs (blob_id) ON DELETE CASCADE,
+	seq     integer NOT NULL, -- 0, 1, ...: bytes seq*chunk_size and on
+	data    bytea NOT NULL,
+	PRIMARY KEY (blob_id, seq)
+);
+-- Out of line and uncompressed: the bytes are mostly compressed already
+-- (images, video, archives), and TOAST would spend CPU on them for nothing.
+ALTER TABLE {s}.artifact_chunks ALTER COLUMN data SET STORAGE EXTERNAL;
+
+CREATE TABLE {s}.artifacts (
+	id           text COLLATE "C" PRIMARY KEY,
+	session_id   text COLLATE "C" NOT NULL REFERENCES {s}.sessions (id),
+	media_type   bytea NOT NULL,
+	size         bigint NOT NULL,
+	sha256       text COLLATE "C" NOT NULL,
+	blob_id      bigint NOT NULL REFERENCES {s}.artifact_blobs (blob_id),
+	name         bytea NOT NULL,
+	derived_from text COLLATE "C" NOT NULL, -- '' when none
+	meta         bytea,                     -- JSON or NULL
+	created      bigint NOT NULL
+);
+-- ListArtifacts: one session, newest first, id breaking ties.
+CREATE INDEX artifacts_by_session_created ON {s}.artifacts (session_id, created DESC, id DESC);
+-- Whether any artifact still names a blob (deletes, the sweep).
+CREATE INDEX artifacts_by_blob ON {s}.artifacts (blob_id);
+
+-- The keys of signed artifact URLs: one current (verify_until 0), and the
+-- ones it replaced while their grace lasts.
+CREATE TABLE {s}.artifact_keys (
+	id           bigint PRIMARY KEY,
+	secret       bytea NOT NULL,
+	created      bigint NOT NULL,
+	verify_until bigint NOT NULL -- unix ms by the server's clock; 0 for the current key
+);
+
+-- The artifacts a user entry's prompt attached: a JSON array of ids, or NULL.
+ALTER TABLE {s}.transcript ADD COLUMN attachment_ids bytea;
+
+-- EndedSessions (the retention sweep): only the ended sessions.
+CREATE INDEX sessions_ended_by_updated ON {s}.sessions (updated, id) WHERE status = 'ended'::bytea;
+`},
 }
 
 // migrate brings the schema up to the last of ms. Each migration runs in a

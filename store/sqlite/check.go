@@ -1,6 +1,9 @@
 package sqlite
 
 import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/surfaced/surfaced/store"
@@ -44,4 +47,26 @@ func encodeCursor(updated int64, id string) string {
 
 func decodeCursor(c string) (updated int64, id string, err error) {
 	return store.DecodeCursor(cursorVersion, c)
+}
+
+// idsOrNil is a transcript entry's attachment ids as their column holds
+// them: a JSON array of strings, NULL when there are none.
+func idsOrNil(ids []string) any {
+	if len(ids) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(ids) // strings always marshal
+	return string(b)
+}
+
+// idsOf reads the attachment ids column back.
+func idsOf(col sql.NullString) ([]string, error) {
+	if !col.Valid || col.String == "" {
+		return nil, nil
+	}
+	var ids []string
+	if err := json.Unmarshal([]byte(col.String), &ids); err != nil {
+		return nil, fmt.Errorf("attachment ids %q: %w", col.String, err)
+	}
+	return ids, nil
 }

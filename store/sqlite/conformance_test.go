@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"log/slog"
+	"os"
 	"testing"
 
 	"github.com/surfaced/surfaced/store"
@@ -28,4 +29,20 @@ func TestDurable(t *testing.T) {
 		dir := t.TempDir()
 		return func(t *testing.T) store.Store { return openTemp(t, dir) }
 	})
+}
+
+func TestArtifacts(t *testing.T) {
+	storetest.RunArtifacts(t, func(t *testing.T) store.Store { return openTemp(t, t.TempDir()) })
+}
+
+// TestArtifactCrash kills a process of this test binary between the two
+// steps of an artifact (TestArtifactCrashChild is that process).
+func TestArtifactCrash(t *testing.T) {
+	dir := t.TempDir()
+	storetest.RunArtifactCrash(t, "TestArtifactCrashChild", []string{"STORETEST_SQLITE_DIR=" + dir},
+		func(t *testing.T) store.Store { return openTemp(t, dir) })
+}
+
+func TestArtifactCrashChild(t *testing.T) {
+	storetest.ArtifactCrashChild(t, func(t *testing.T) store.Store { return openTemp(t, os.Getenv("STORETEST_SQLITE_DIR")) })
 }

@@ -204,9 +204,21 @@ func TestQueryPlans(t *testing.T) {
 		}
 	}
 	checkCountPlans(t, s)
-	p := plan(appendEntrySQL, "id", "user", "", "", "", nil, nil, false, "", 0, 0, 0)
+	p := plan(appendEntrySQL, "id", "user", "", "", "", nil, nil, false, "", 0, 0, 0, nil)
 	if !strings.Contains(p, "SEARCH transcript USING") || strings.Contains(p, "SCAN") {
 		t.Errorf("appending scans the transcript: %s", p)
+	}
+	p = plan("SELECT id FROM sessions WHERE status = 'ended' AND updated < ? ORDER BY updated, id LIMIT ?", 1, 10)
+	if !strings.Contains(p, "sessions_ended_by_updated") || strings.Contains(p, "TEMP B-TREE") {
+		t.Errorf("EndedSessions does not walk its index: %s", p)
+	}
+	p = plan("SELECT "+artifactColumns+artifactFrom+" WHERE a.session_id = ? AND (a.created, a.id) < (?, ?) ORDER BY a.created DESC, a.id DESC LIMIT ?", "s", 1, "x", 10)
+	if !strings.Contains(p, "artifacts_by_session_created") || strings.Contains(p, "TEMP B-TREE") {
+		t.Errorf("ListArtifacts does not walk its index in order: %s", p)
+	}
+	p = plan("SELECT 1 FROM artifacts WHERE sha256 = ? LIMIT 1", "x")
+	if !strings.Contains(p, "artifacts_by_sha256") {
+		t.Errorf("whether a file is named is not an index search: %s", p)
 	}
 }
 

@@ -249,7 +249,7 @@ func (s *Store) AppendTranscript(ctx context.Context, sessionID string, fence st
 		}
 		return []any{sessionID, e.Role, e.Text, e.ToolCallID, e.ToolName,
 			jsonOrNil(e.ToolArgs), jsonOrNil(e.ToolResult), e.IsError, e.Via, e.At.UnixMilli(),
-			int64(e.TurnID), int64(e.PromptID)}
+			int64(e.TurnID), int64(e.PromptID), idsOrNil(e.AttachmentIDs)}
 	})
 	if err != nil {
 		return s.failWrite(op, sessionID, err)
@@ -384,8 +384,12 @@ func (s *Store) Transcript(ctx context.Context, sessionID string) ([]store.Entry
 	for rows.Next() {
 		var e store.Entry
 		var at, turnID, promptID int64
+		var attachments sql.NullString
 		if err := rows.Scan(&e.Role, &e.Text, &e.ToolCallID, &e.ToolName, &e.ToolArgs, &e.ToolResult, &e.IsError, &e.Via, &at,
-			&turnID, &promptID); err != nil {
+			&turnID, &promptID, &attachments); err != nil {
+			return nil, s.fail(op, sessionID, err)
+		}
+		if e.AttachmentIDs, err = idsOf(attachments); err != nil {
 			return nil, s.fail(op, sessionID, err)
 		}
 		e.At, e.TurnID, e.PromptID = fromMillis(at), uint64(turnID), uint64(promptID)

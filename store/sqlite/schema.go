@@ -95,6 +95,44 @@ CREATE INDEX sessions_live_by_owner_agent ON sessions (owner, agent, status) WHE
 -- Session.IDsReserved: every turn or prompt id handed out is at most this.
 ALTER TABLE sessions ADD COLUMN ids_reserved INTEGER NOT NULL DEFAULT 0;
 `},
+	{version: 6, name: "artifacts, signing keys, attachments, ended sessions", sql: `
+-- Artifacts: the records are here, the bytes in files under
+-- <data_dir>/artifacts/blobs, one file per SHA-256, shared by the artifacts
+-- with the same bytes.
+CREATE TABLE artifacts (
+	id           TEXT NOT NULL PRIMARY KEY,
+	session_id   TEXT NOT NULL REFERENCES sessions (id),
+	media_type   TEXT NOT NULL,
+	size         INTEGER NOT NULL,
+	sha256       TEXT NOT NULL,    -- lowercase hex: the name of the bytes' file
+	name         TEXT NOT NULL,
+	derived_from TEXT NOT NULL,    -- '' when none
+	meta         BLOB,             -- JSON or NULL
+	created      INTEGER NOT NULL  -- unix ms
+) STRICT;
+
+-- ListArtifacts: one session, newest first, id breaking ties; the keyset
+-- cursor (created, id) seeks into this index.
+CREATE INDEX artifacts_by_session_created ON artifacts (session_id, created DESC, id DESC);
+-- Whether any artifact still names a file (deletes, the sweep).
+CREATE INDEX artifacts_by_sha256 ON artifacts (sha256);
+
+-- The keys of signed artifact URLs: one current (verify_until 0), and the
+-- ones it replaced while their grace lasts.
+CREATE TABLE artifact_keys (
+	id           INTEGER PRIMARY KEY,
+	secret       BLOB NOT NULL,
+	created      INTEGER NOT NULL, -- unix ms
+	verify_until INTEGER NOT NULL  -- unix ms; 0 for the current key
+) STRICT;
+
+-- The artifacts a user entry's prompt attached: a JSON array of ids, or NULL.
+ALTER TABLE transcript ADD COLUMN attachment_ids TEXT;
+
+-- EndedSessions (the retention sweep): only the ended sessions, oldest
+-- update first.
+CREATE INDEX sessions_ended_by_updated ON sessions (updated, id) WHERE status = 'ended';
+`},
 }
 
 // migrate brings the schema from version current to the last in ms.

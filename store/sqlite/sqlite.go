@@ -1,6 +1,8 @@
 // Package sqlite is the embedded default store.Store: one SQLite database
 // file, surfaced.db, in the daemon's data directory, through the pure-Go
-// driver modernc.org/sqlite (no cgo).
+// driver modernc.org/sqlite (no cgo). The bytes of artifacts are files
+// beside it, in the directory artifacts (see BlobDir): one file per
+// SHA-256, written to a temporary name, fsynced and renamed.
 //
 // # Durability
 //
@@ -61,6 +63,7 @@ type Store struct {
 	read  *sql.DB // query-only connections; the same pool as write when shared
 	log   *slog.Logger
 	st    statements
+	blobs *blobFiles // the bytes of artifacts
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -119,8 +122,7 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	if err := checkFile(path); err != nil {
 		return nil, err
 	}
-
-	s := &Store{path: path, log: cfg.log.With("db", path)}
+	s := &Store{path: path, log: cfg.log.With("db", path), blobs: newBlobFiles(filepath.Dir(path))}
 	s.write, err = sql.Open("sqlite", dsn(path, cfg, false))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -149,6 +151,10 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	if err := s.prepareStatements(ctx); err != nil {
 		s.Close()
 		return nil, err
+	}
+	if err := s.blobs.init(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: open %s: cannot create the artifact directories: %w", path, err)
 	}
 	return s, nil
 }

@@ -96,8 +96,8 @@ const updateSessionSet = `SET title = coalesce(?1, title), status = coalesce(?2,
 // appendEntrySQL adds an entry after the session's last one: the primary key
 // index finds max(seq) without a scan.
 const appendEntrySQL = `INSERT INTO transcript
-	(session_id, seq, role, text, tool_call_id, tool_name, tool_args, tool_result, is_error, via, at, turn_id, prompt_id)
-	SELECT ?1, coalesce(max(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12
+	(session_id, seq, role, text, tool_call_id, tool_name, tool_args, tool_result, is_error, via, at, turn_id, prompt_id, attachment_ids)
+	SELECT ?1, coalesce(max(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13
 	FROM transcript WHERE session_id = ?1`
 
 func (s *Store) prepareStatements(ctx context.Context) error {
@@ -125,7 +125,7 @@ func (s *Store) prepareStatements(ctx context.Context) error {
 		// fence check holds until it commits, for other processes too. Each
 		// takes the parameters of its unfenced twin, then the token.
 		{s.write, &st.updateSessionFenced, "UPDATE sessions " + updateSessionSet + " WHERE id = ?4 AND " + fenceCond(4, 6)},
-		{s.write, &st.appendEntryFenced, appendEntrySQL + " HAVING " + fenceCond(1, 13)},
+		{s.write, &st.appendEntryFenced, appendEntrySQL + " HAVING " + fenceCond(1, 14)},
 		{s.write, &st.upsertKVFenced, `INSERT INTO kv (session_id, key, value, rev, deleted)
 			SELECT ?1, ?2, ?3, ?4, ?5 WHERE ` + fenceCond(1, 6) + `
 			ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, rev = excluded.rev, deleted = excluded.deleted
@@ -145,7 +145,7 @@ func (s *Store) prepareStatements(ctx context.Context) error {
 		{s.write, &st.releaseLease, "UPDATE leases SET node = '', expires = ? WHERE session_id = ? AND token = ? AND node <> ''"},
 		{s.read, &st.getSession, "SELECT " + sessionColumns + " FROM sessions WHERE id = ?"},
 		{s.read, &st.readExists, "SELECT 1 FROM sessions WHERE id = ?"},
-		{s.read, &st.transcript, `SELECT role, text, tool_call_id, tool_name, tool_args, tool_result, is_error, via, at, turn_id, prompt_id
+		{s.read, &st.transcript, `SELECT role, text, tool_call_id, tool_name, tool_args, tool_result, is_error, via, at, turn_id, prompt_id, attachment_ids
 			FROM transcript WHERE session_id = ? ORDER BY seq`},
 		{s.read, &st.loadKV, "SELECT key, value, rev, deleted FROM kv WHERE session_id = ? ORDER BY key"},
 	}

@@ -64,6 +64,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"LeaseConcurrentAcquire", testLeaseConcurrentAcquire},
 		{"FencedWrites", testFencedWrites},
 		{"FenceRacesTakeover", testFenceRacesTakeover},
+		{"DeleteSession", testDeleteSession},
+		{"EndedSessions", testEndedSessions},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -831,6 +833,9 @@ func sampleEntries(n int) []store.Entry {
 		switch i % 3 {
 		case 1:
 			e.Role, e.Via, e.PromptID = "user", "browser", uint64(i+100)
+			if i%4 == 1 {
+				e.AttachmentIDs = []string{"att_first", fmt.Sprintf("att_%d", i)}
+			}
 		case 2:
 			e.Role, e.Text = "tool", ""
 			e.ToolCallID, e.ToolName = fmt.Sprintf("call-%d", i), "bash"
@@ -1304,7 +1309,10 @@ func testClose(t *testing.T, s store.Store) {
 	_, kvErr := s.LoadKV(ctx, "c")
 	_, acqErr := leaser(t, s).AcquireLease(ctx, "c", "node", time.Minute)
 	_, renErr := leaser(t, s).RenewLease(ctx, "c", 1, time.Minute)
+	_, endedErr := s.EndedSessions(ctx, time.Now(), 0)
 	for name, err := range map[string]error{
+		"DeleteSession":    s.DeleteSession(ctx, "c"),
+		"EndedSessions":    endedErr,
 		"CreateSession":    s.CreateSession(ctx, store.Session{ID: "d", Owner: "alice"}),
 		"GetSession":       getErr,
 		"UpdateSession":    s.UpdateSession(ctx, "c", 0, store.SessionUpdate{}),
@@ -1380,7 +1388,7 @@ func equalEntries(t testing.TB, got, want []store.Entry) {
 		g, w := got[i], want[i]
 		if g.Role != w.Role || g.Text != w.Text || g.ToolCallID != w.ToolCallID || g.ToolName != w.ToolName ||
 			!bytes.Equal(g.ToolArgs, w.ToolArgs) || !bytes.Equal(g.ToolResult, w.ToolResult) || g.IsError != w.IsError ||
-			g.Via != w.Via || g.TurnID != w.TurnID || g.PromptID != w.PromptID ||
+			g.Via != w.Via || g.TurnID != w.TurnID || g.PromptID != w.PromptID || !slices.Equal(g.AttachmentIDs, w.AttachmentIDs) ||
 			!g.At.Equal(w.At.Truncate(time.Millisecond)) || g.At.Location() != time.UTC {
 			t.Errorf("transcript entry %d\n got %.200v\nwant %.200v", i, g, w)
 		}
