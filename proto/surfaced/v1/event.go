@@ -39,3 +39,14 @@ func StatusOf(s *StatusEvent) *Event { return &Event{Event: &Event_Status{Status
 
 // UIRequestOf wraps a UIRequestEvent.
 func UIRequestOf(r *UIRequestEvent) *Event { return &Event{Event: &Event_UiRequest{UiRequest: r}} }
+
+// Events of ArtifactEvent.
+const (
+	ArtifactAdded   = "added"
+	ArtifactDeleted = "deleted"
+)
+
+// ArtifactOf is an ArtifactEvent: event is ArtifactAdded or ArtifactDeleted.
+func ArtifactOf(event string, a *Artifact) *Event {
+	return &Event{Event: &Event_Artifact{Artifact: &ArtifactEvent{Event: event, Artifact: a}}}
+}

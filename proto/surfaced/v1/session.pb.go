@@ -391,6 +391,7 @@ type Event struct {
 	//	*Event_Diagnostic
 	//	*Event_Resync
 	//	*Event_End
+	//	*Event_Artifact
 	Event         isEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -496,6 +497,15 @@ func (x *Event) GetEnd() *EndEvent {
 	return nil
 }
 
+func (x *Event) GetArtifact() *ArtifactEvent {
+	if x != nil {
+		if x, ok := x.Event.(*Event_Artifact); ok {
+			return x.Artifact
+		}
+	}
+	return nil
+}
+
 type isEvent_Event interface {
 	isEvent_Event()
 }
@@ -528,6 +538,10 @@ type Event_End struct {
 	End *EndEvent `protobuf:"bytes,7,opt,name=end,proto3,oneof"`
 }
 
+type Event_Artifact struct {
+	Artifact *ArtifactEvent `protobuf:"bytes,8,opt,name=artifact,proto3,oneof"`
+}
+
 func (*Event_State) isEvent_Event() {}
 
 func (*Event_Status) isEvent_Event() {}
@@ -541,6 +555,8 @@ func (*Event_Diagnostic) isEvent_Event() {}
 func (*Event_Resync) isEvent_Event() {}
 
 func (*Event_End) isEvent_Event() {}
+
+func (*Event_Artifact) isEvent_Event() {}
 
 // StateEvent: a KV key changed (surface snapshots included). Sticky per key.
 type StateEvent struct {
@@ -958,6 +974,175 @@ func (x *EndEvent) GetReason() string {
 	return ""
 }
 
+// An artifact: immutable bytes of a session, named by its id. Messages
+// carry artifacts by reference, never their bytes.
+type Artifact struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// att_ and at least 128 random bits, URL-safe.
+	Id        string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	MediaType string `protobuf:"bytes,3,opt,name=media_type,json=mediaType,proto3" json:"media_type,omitempty"`
+	Size      int64  `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
+	// Lowercase hex SHA-256 of the bytes.
+	Sha256      string `protobuf:"bytes,5,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	Name        string `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`
+	CreatedAtMs int64  `protobuf:"varint,7,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	// The artifact this one was made from; empty when none.
+	DerivedFrom string `protobuf:"bytes,8,opt,name=derived_from,json=derivedFrom,proto3" json:"derived_from,omitempty"`
+	// The writer's JSON; empty when none.
+	Meta          []byte `protobuf:"bytes,9,opt,name=meta,proto3" json:"meta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Artifact) Reset() {
+	*x = Artifact{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Artifact) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Artifact) ProtoMessage() {}
+
+func (x *Artifact) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Artifact.ProtoReflect.Descriptor instead.
+func (*Artifact) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Artifact) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Artifact) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Artifact) GetMediaType() string {
+	if x != nil {
+		return x.MediaType
+	}
+	return ""
+}
+
+func (x *Artifact) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *Artifact) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *Artifact) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Artifact) GetCreatedAtMs() int64 {
+	if x != nil {
+		return x.CreatedAtMs
+	}
+	return 0
+}
+
+func (x *Artifact) GetDerivedFrom() string {
+	if x != nil {
+		return x.DerivedFrom
+	}
+	return ""
+}
+
+func (x *Artifact) GetMeta() []byte {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+// An artifact of the session was added or deleted. Not sticky: a client
+// that was not watching lists the artifacts instead.
+type ArtifactEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// added, deleted
+	Event         string    `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	Artifact      *Artifact `protobuf:"bytes,2,opt,name=artifact,proto3" json:"artifact,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArtifactEvent) Reset() {
+	*x = ArtifactEvent{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArtifactEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArtifactEvent) ProtoMessage() {}
+
+func (x *ArtifactEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArtifactEvent.ProtoReflect.Descriptor instead.
+func (*ArtifactEvent) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ArtifactEvent) GetEvent() string {
+	if x != nil {
+		return x.Event
+	}
+	return ""
+}
+
+func (x *ArtifactEvent) GetArtifact() *Artifact {
+	if x != nil {
+		return x.Artifact
+	}
+	return nil
+}
+
 // ChatEvent is one step of the conversation, in the order of the AI SDK's UI
 // message stream (v1): a turn is start, steps of text/reasoning parts and tool
 // calls, then finish.
@@ -988,7 +1173,7 @@ type ChatEvent struct {
 
 func (x *ChatEvent) Reset() {
 	*x = ChatEvent{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[11]
+	mi := &file_surfaced_v1_session_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1185,7 @@ func (x *ChatEvent) String() string {
 func (*ChatEvent) ProtoMessage() {}
 
 func (x *ChatEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[11]
+	mi := &file_surfaced_v1_session_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1198,7 @@ func (x *ChatEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChatEvent.ProtoReflect.Descriptor instead.
 func (*ChatEvent) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{11}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ChatEvent) GetChunk() isChatEvent_Chunk {
@@ -1277,15 +1462,17 @@ type UserMessage struct {
 	// The client's own tag (an ACP attachment's), echoed back.
 	Tag string `protobuf:"bytes,4,opt,name=tag,proto3" json:"tag,omitempty"`
 	// It waits in the inbox for the running turn to end.
-	Queued        bool   `protobuf:"varint,5,opt,name=queued,proto3" json:"queued,omitempty"`
-	Images        uint32 `protobuf:"varint,6,opt,name=images,proto3" json:"images,omitempty"`
+	Queued bool   `protobuf:"varint,5,opt,name=queued,proto3" json:"queued,omitempty"`
+	Images uint32 `protobuf:"varint,6,opt,name=images,proto3" json:"images,omitempty"`
+	// The artifacts the prompt attached (their ids, never their bytes).
+	AttachmentIds []string `protobuf:"bytes,7,rep,name=attachment_ids,json=attachmentIds,proto3" json:"attachment_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UserMessage) Reset() {
 	*x = UserMessage{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[12]
+	mi := &file_surfaced_v1_session_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1484,7 @@ func (x *UserMessage) String() string {
 func (*UserMessage) ProtoMessage() {}
 
 func (x *UserMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[12]
+	mi := &file_surfaced_v1_session_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1497,7 @@ func (x *UserMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserMessage.ProtoReflect.Descriptor instead.
 func (*UserMessage) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{12}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UserMessage) GetPromptId() uint64 {
@@ -1355,6 +1542,13 @@ func (x *UserMessage) GetImages() uint32 {
 	return 0
 }
 
+func (x *UserMessage) GetAttachmentIds() []string {
+	if x != nil {
+		return x.AttachmentIds
+	}
+	return nil
+}
+
 // TurnStart opens a turn. turn_id is unique for the life of the session
 // (across agent restarts, daemon restarts and nodes); message_id derives
 // from it.
@@ -1369,7 +1563,7 @@ type TurnStart struct {
 
 func (x *TurnStart) Reset() {
 	*x = TurnStart{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[13]
+	mi := &file_surfaced_v1_session_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1575,7 @@ func (x *TurnStart) String() string {
 func (*TurnStart) ProtoMessage() {}
 
 func (x *TurnStart) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[13]
+	mi := &file_surfaced_v1_session_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1588,7 @@ func (x *TurnStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnStart.ProtoReflect.Descriptor instead.
 func (*TurnStart) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{13}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TurnStart) GetTurnId() uint64 {
@@ -1426,7 +1620,7 @@ type StepStart struct {
 
 func (x *StepStart) Reset() {
 	*x = StepStart{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[14]
+	mi := &file_surfaced_v1_session_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1632,7 @@ func (x *StepStart) String() string {
 func (*StepStart) ProtoMessage() {}
 
 func (x *StepStart) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[14]
+	mi := &file_surfaced_v1_session_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1645,7 @@ func (x *StepStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepStart.ProtoReflect.Descriptor instead.
 func (*StepStart) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{14}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{16}
 }
 
 type StepFinish struct {
@@ -1462,7 +1656,7 @@ type StepFinish struct {
 
 func (x *StepFinish) Reset() {
 	*x = StepFinish{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[15]
+	mi := &file_surfaced_v1_session_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +1668,7 @@ func (x *StepFinish) String() string {
 func (*StepFinish) ProtoMessage() {}
 
 func (x *StepFinish) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[15]
+	mi := &file_surfaced_v1_session_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +1681,7 @@ func (x *StepFinish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepFinish.ProtoReflect.Descriptor instead.
 func (*StepFinish) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{15}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{17}
 }
 
 type PartStart struct {
@@ -1500,7 +1694,7 @@ type PartStart struct {
 
 func (x *PartStart) Reset() {
 	*x = PartStart{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[16]
+	mi := &file_surfaced_v1_session_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1706,7 @@ func (x *PartStart) String() string {
 func (*PartStart) ProtoMessage() {}
 
 func (x *PartStart) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[16]
+	mi := &file_surfaced_v1_session_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1719,7 @@ func (x *PartStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartStart.ProtoReflect.Descriptor instead.
 func (*PartStart) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{16}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PartStart) GetId() string {
@@ -1553,7 +1747,7 @@ type PartDelta struct {
 
 func (x *PartDelta) Reset() {
 	*x = PartDelta{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[17]
+	mi := &file_surfaced_v1_session_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1759,7 @@ func (x *PartDelta) String() string {
 func (*PartDelta) ProtoMessage() {}
 
 func (x *PartDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[17]
+	mi := &file_surfaced_v1_session_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1772,7 @@ func (x *PartDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartDelta.ProtoReflect.Descriptor instead.
 func (*PartDelta) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{17}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PartDelta) GetId() string {
@@ -1612,7 +1806,7 @@ type PartEnd struct {
 
 func (x *PartEnd) Reset() {
 	*x = PartEnd{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[18]
+	mi := &file_surfaced_v1_session_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +1818,7 @@ func (x *PartEnd) String() string {
 func (*PartEnd) ProtoMessage() {}
 
 func (x *PartEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[18]
+	mi := &file_surfaced_v1_session_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +1831,7 @@ func (x *PartEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartEnd.ProtoReflect.Descriptor instead.
 func (*PartEnd) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{18}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PartEnd) GetId() string {
@@ -1665,7 +1859,7 @@ type ToolInputStart struct {
 
 func (x *ToolInputStart) Reset() {
 	*x = ToolInputStart{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[19]
+	mi := &file_surfaced_v1_session_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1871,7 @@ func (x *ToolInputStart) String() string {
 func (*ToolInputStart) ProtoMessage() {}
 
 func (x *ToolInputStart) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[19]
+	mi := &file_surfaced_v1_session_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1884,7 @@ func (x *ToolInputStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInputStart.ProtoReflect.Descriptor instead.
 func (*ToolInputStart) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{19}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ToolInputStart) GetToolCallId() string {
@@ -1719,7 +1913,7 @@ type ToolInputDelta struct {
 
 func (x *ToolInputDelta) Reset() {
 	*x = ToolInputDelta{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[20]
+	mi := &file_surfaced_v1_session_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +1925,7 @@ func (x *ToolInputDelta) String() string {
 func (*ToolInputDelta) ProtoMessage() {}
 
 func (x *ToolInputDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[20]
+	mi := &file_surfaced_v1_session_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +1938,7 @@ func (x *ToolInputDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInputDelta.ProtoReflect.Descriptor instead.
 func (*ToolInputDelta) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{20}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ToolInputDelta) GetToolCallId() string {
@@ -1773,7 +1967,7 @@ type ToolInputAvailable struct {
 
 func (x *ToolInputAvailable) Reset() {
 	*x = ToolInputAvailable{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[21]
+	mi := &file_surfaced_v1_session_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1785,7 +1979,7 @@ func (x *ToolInputAvailable) String() string {
 func (*ToolInputAvailable) ProtoMessage() {}
 
 func (x *ToolInputAvailable) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[21]
+	mi := &file_surfaced_v1_session_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1798,7 +1992,7 @@ func (x *ToolInputAvailable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInputAvailable.ProtoReflect.Descriptor instead.
 func (*ToolInputAvailable) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{21}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ToolInputAvailable) GetToolCallId() string {
@@ -1834,7 +2028,7 @@ type ToolOutput struct {
 
 func (x *ToolOutput) Reset() {
 	*x = ToolOutput{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[22]
+	mi := &file_surfaced_v1_session_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +2040,7 @@ func (x *ToolOutput) String() string {
 func (*ToolOutput) ProtoMessage() {}
 
 func (x *ToolOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[22]
+	mi := &file_surfaced_v1_session_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +2053,7 @@ func (x *ToolOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolOutput.ProtoReflect.Descriptor instead.
 func (*ToolOutput) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{22}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ToolOutput) GetToolCallId() string {
@@ -1899,7 +2093,7 @@ type ToolError struct {
 
 func (x *ToolError) Reset() {
 	*x = ToolError{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[23]
+	mi := &file_surfaced_v1_session_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1911,7 +2105,7 @@ func (x *ToolError) String() string {
 func (*ToolError) ProtoMessage() {}
 
 func (x *ToolError) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[23]
+	mi := &file_surfaced_v1_session_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1924,7 +2118,7 @@ func (x *ToolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolError.ProtoReflect.Descriptor instead.
 func (*ToolError) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{23}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ToolError) GetToolCallId() string {
@@ -1965,7 +2159,7 @@ type TurnError struct {
 
 func (x *TurnError) Reset() {
 	*x = TurnError{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[24]
+	mi := &file_surfaced_v1_session_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +2171,7 @@ func (x *TurnError) String() string {
 func (*TurnError) ProtoMessage() {}
 
 func (x *TurnError) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[24]
+	mi := &file_surfaced_v1_session_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +2184,7 @@ func (x *TurnError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnError.ProtoReflect.Descriptor instead.
 func (*TurnError) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{24}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TurnError) GetErrorText() string {
@@ -2009,7 +2203,7 @@ type TurnAbort struct {
 
 func (x *TurnAbort) Reset() {
 	*x = TurnAbort{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[25]
+	mi := &file_surfaced_v1_session_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2021,7 +2215,7 @@ func (x *TurnAbort) String() string {
 func (*TurnAbort) ProtoMessage() {}
 
 func (x *TurnAbort) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[25]
+	mi := &file_surfaced_v1_session_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2034,7 +2228,7 @@ func (x *TurnAbort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnAbort.ProtoReflect.Descriptor instead.
 func (*TurnAbort) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{25}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{27}
 }
 
 // TurnFinish closes a turn.
@@ -2050,7 +2244,7 @@ type TurnFinish struct {
 
 func (x *TurnFinish) Reset() {
 	*x = TurnFinish{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[26]
+	mi := &file_surfaced_v1_session_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2256,7 @@ func (x *TurnFinish) String() string {
 func (*TurnFinish) ProtoMessage() {}
 
 func (x *TurnFinish) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[26]
+	mi := &file_surfaced_v1_session_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2269,7 @@ func (x *TurnFinish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnFinish.ProtoReflect.Descriptor instead.
 func (*TurnFinish) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{26}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TurnFinish) GetTurnId() uint64 {
@@ -2111,7 +2305,7 @@ type AgentNotice struct {
 
 func (x *AgentNotice) Reset() {
 	*x = AgentNotice{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[27]
+	mi := &file_surfaced_v1_session_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2123,7 +2317,7 @@ func (x *AgentNotice) String() string {
 func (*AgentNotice) ProtoMessage() {}
 
 func (x *AgentNotice) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[27]
+	mi := &file_surfaced_v1_session_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2136,7 +2330,7 @@ func (x *AgentNotice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentNotice.ProtoReflect.Descriptor instead.
 func (*AgentNotice) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{27}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AgentNotice) GetLine() []byte {
@@ -2163,7 +2357,7 @@ type Subscribe struct {
 
 func (x *Subscribe) Reset() {
 	*x = Subscribe{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[28]
+	mi := &file_surfaced_v1_session_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2175,7 +2369,7 @@ func (x *Subscribe) String() string {
 func (*Subscribe) ProtoMessage() {}
 
 func (x *Subscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[28]
+	mi := &file_surfaced_v1_session_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2188,7 +2382,7 @@ func (x *Subscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscribe.ProtoReflect.Descriptor instead.
 func (*Subscribe) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{28}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Subscribe) GetSubscriber() *Pid {
@@ -2242,7 +2436,7 @@ type SubscribeResult struct {
 
 func (x *SubscribeResult) Reset() {
 	*x = SubscribeResult{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[29]
+	mi := &file_surfaced_v1_session_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2254,7 +2448,7 @@ func (x *SubscribeResult) String() string {
 func (*SubscribeResult) ProtoMessage() {}
 
 func (x *SubscribeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[29]
+	mi := &file_surfaced_v1_session_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2267,7 +2461,7 @@ func (x *SubscribeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResult.ProtoReflect.Descriptor instead.
 func (*SubscribeResult) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{29}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SubscribeResult) GetOk() bool {
@@ -2321,7 +2515,7 @@ type Unsubscribe struct {
 
 func (x *Unsubscribe) Reset() {
 	*x = Unsubscribe{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[30]
+	mi := &file_surfaced_v1_session_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2333,7 +2527,7 @@ func (x *Unsubscribe) String() string {
 func (*Unsubscribe) ProtoMessage() {}
 
 func (x *Unsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[30]
+	mi := &file_surfaced_v1_session_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2346,7 +2540,7 @@ func (x *Unsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unsubscribe.ProtoReflect.Descriptor instead.
 func (*Unsubscribe) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{30}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Unsubscribe) GetSubscriber() *Pid {
@@ -2371,7 +2565,7 @@ type Caller struct {
 
 func (x *Caller) Reset() {
 	*x = Caller{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[31]
+	mi := &file_surfaced_v1_session_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2383,7 +2577,7 @@ func (x *Caller) String() string {
 func (*Caller) ProtoMessage() {}
 
 func (x *Caller) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[31]
+	mi := &file_surfaced_v1_session_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2396,7 +2590,7 @@ func (x *Caller) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Caller.ProtoReflect.Descriptor instead.
 func (*Caller) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{31}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Caller) GetSubject() string {
@@ -2429,7 +2623,7 @@ type GetSummary struct {
 
 func (x *GetSummary) Reset() {
 	*x = GetSummary{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[32]
+	mi := &file_surfaced_v1_session_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2441,7 +2635,7 @@ func (x *GetSummary) String() string {
 func (*GetSummary) ProtoMessage() {}
 
 func (x *GetSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[32]
+	mi := &file_surfaced_v1_session_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2454,7 +2648,7 @@ func (x *GetSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSummary.ProtoReflect.Descriptor instead.
 func (*GetSummary) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{32}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetSummary) GetCaller() *Caller {
@@ -2480,7 +2674,7 @@ type SurfaceInfo struct {
 
 func (x *SurfaceInfo) Reset() {
 	*x = SurfaceInfo{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[33]
+	mi := &file_surfaced_v1_session_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2492,7 +2686,7 @@ func (x *SurfaceInfo) String() string {
 func (*SurfaceInfo) ProtoMessage() {}
 
 func (x *SurfaceInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[33]
+	mi := &file_surfaced_v1_session_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2505,7 +2699,7 @@ func (x *SurfaceInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SurfaceInfo.ProtoReflect.Descriptor instead.
 func (*SurfaceInfo) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{33}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SurfaceInfo) GetDomain() string {
@@ -2570,7 +2764,7 @@ type SessionSummary struct {
 
 func (x *SessionSummary) Reset() {
 	*x = SessionSummary{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[34]
+	mi := &file_surfaced_v1_session_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2582,7 +2776,7 @@ func (x *SessionSummary) String() string {
 func (*SessionSummary) ProtoMessage() {}
 
 func (x *SessionSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[34]
+	mi := &file_surfaced_v1_session_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2595,7 +2789,7 @@ func (x *SessionSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSummary.ProtoReflect.Descriptor instead.
 func (*SessionSummary) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{34}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SessionSummary) GetSessionId() string {
@@ -2735,7 +2929,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[35]
+	mi := &file_surfaced_v1_session_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +2941,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[35]
+	mi := &file_surfaced_v1_session_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +2954,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{35}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Image) GetMimeType() string {
@@ -2783,14 +2977,18 @@ type Prompt struct {
 	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	Images  []*Image               `protobuf:"bytes,3,rep,name=images,proto3" json:"images,omitempty"`
 	// A client-chosen tag echoed in data-user-message (for example an ACP request id).
-	ClientTag     string `protobuf:"bytes,4,opt,name=client_tag,json=clientTag,proto3" json:"client_tag,omitempty"`
+	ClientTag string `protobuf:"bytes,4,opt,name=client_tag,json=clientTag,proto3" json:"client_tag,omitempty"`
+	// Artifacts of the session the prompt attaches, checked by whoever sent
+	// it (they exist and are the session's); the agent gets them as it takes
+	// them.
+	Attachments   []*Artifact `protobuf:"bytes,5,rep,name=attachments,proto3" json:"attachments,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[36]
+	mi := &file_surfaced_v1_session_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2802,7 +3000,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[36]
+	mi := &file_surfaced_v1_session_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2815,7 +3013,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{36}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Prompt) GetCaller() *Caller {
@@ -2846,6 +3044,13 @@ func (x *Prompt) GetClientTag() string {
 	return ""
 }
 
+func (x *Prompt) GetAttachments() []*Artifact {
+	if x != nil {
+		return x.Attachments
+	}
+	return nil
+}
+
 type PromptResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Accepted      bool                   `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
@@ -2858,7 +3063,7 @@ type PromptResult struct {
 
 func (x *PromptResult) Reset() {
 	*x = PromptResult{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[37]
+	mi := &file_surfaced_v1_session_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2870,7 +3075,7 @@ func (x *PromptResult) String() string {
 func (*PromptResult) ProtoMessage() {}
 
 func (x *PromptResult) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[37]
+	mi := &file_surfaced_v1_session_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2883,7 +3088,7 @@ func (x *PromptResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptResult.ProtoReflect.Descriptor instead.
 func (*PromptResult) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{37}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PromptResult) GetAccepted() bool {
@@ -2923,7 +3128,7 @@ type Abort struct {
 
 func (x *Abort) Reset() {
 	*x = Abort{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[38]
+	mi := &file_surfaced_v1_session_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2935,7 +3140,7 @@ func (x *Abort) String() string {
 func (*Abort) ProtoMessage() {}
 
 func (x *Abort) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[38]
+	mi := &file_surfaced_v1_session_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2948,7 +3153,7 @@ func (x *Abort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Abort.ProtoReflect.Descriptor instead.
 func (*Abort) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{38}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Abort) GetCaller() *Caller {
@@ -2969,7 +3174,7 @@ type AbortResult struct {
 
 func (x *AbortResult) Reset() {
 	*x = AbortResult{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[39]
+	mi := &file_surfaced_v1_session_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2981,7 +3186,7 @@ func (x *AbortResult) String() string {
 func (*AbortResult) ProtoMessage() {}
 
 func (x *AbortResult) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[39]
+	mi := &file_surfaced_v1_session_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2994,7 +3199,7 @@ func (x *AbortResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResult.ProtoReflect.Descriptor instead.
 func (*AbortResult) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{39}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AbortResult) GetOk() bool {
@@ -3037,7 +3242,7 @@ type RunCommand struct {
 
 func (x *RunCommand) Reset() {
 	*x = RunCommand{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[40]
+	mi := &file_surfaced_v1_session_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3049,7 +3254,7 @@ func (x *RunCommand) String() string {
 func (*RunCommand) ProtoMessage() {}
 
 func (x *RunCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[40]
+	mi := &file_surfaced_v1_session_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3062,7 +3267,7 @@ func (x *RunCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommand.ProtoReflect.Descriptor instead.
 func (*RunCommand) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{40}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RunCommand) GetCaller() *Caller {
@@ -3124,7 +3329,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[41]
+	mi := &file_surfaced_v1_session_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3136,7 +3341,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[41]
+	mi := &file_surfaced_v1_session_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3149,7 +3354,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{41}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CommandResult) GetOk() bool {
@@ -3206,7 +3411,7 @@ type SetState struct {
 
 func (x *SetState) Reset() {
 	*x = SetState{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[42]
+	mi := &file_surfaced_v1_session_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3218,7 +3423,7 @@ func (x *SetState) String() string {
 func (*SetState) ProtoMessage() {}
 
 func (x *SetState) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[42]
+	mi := &file_surfaced_v1_session_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3231,7 +3436,7 @@ func (x *SetState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetState.ProtoReflect.Descriptor instead.
 func (*SetState) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{42}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SetState) GetCaller() *Caller {
@@ -3273,7 +3478,7 @@ type SetStateResult struct {
 
 func (x *SetStateResult) Reset() {
 	*x = SetStateResult{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[43]
+	mi := &file_surfaced_v1_session_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3285,7 +3490,7 @@ func (x *SetStateResult) String() string {
 func (*SetStateResult) ProtoMessage() {}
 
 func (x *SetStateResult) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[43]
+	mi := &file_surfaced_v1_session_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3298,7 +3503,7 @@ func (x *SetStateResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetStateResult.ProtoReflect.Descriptor instead.
 func (*SetStateResult) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{43}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SetStateResult) GetOk() bool {
@@ -3334,7 +3539,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[44]
+	mi := &file_surfaced_v1_session_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3346,7 +3551,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[44]
+	mi := &file_surfaced_v1_session_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3359,7 +3564,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{44}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -3399,7 +3604,7 @@ type GetState struct {
 
 func (x *GetState) Reset() {
 	*x = GetState{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[45]
+	mi := &file_surfaced_v1_session_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3411,7 +3616,7 @@ func (x *GetState) String() string {
 func (*GetState) ProtoMessage() {}
 
 func (x *GetState) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[45]
+	mi := &file_surfaced_v1_session_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3424,7 +3629,7 @@ func (x *GetState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetState.ProtoReflect.Descriptor instead.
 func (*GetState) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{45}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetState) GetCaller() *Caller {
@@ -3444,7 +3649,7 @@ type StateEntries struct {
 
 func (x *StateEntries) Reset() {
 	*x = StateEntries{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[46]
+	mi := &file_surfaced_v1_session_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3456,7 +3661,7 @@ func (x *StateEntries) String() string {
 func (*StateEntries) ProtoMessage() {}
 
 func (x *StateEntries) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[46]
+	mi := &file_surfaced_v1_session_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3469,7 +3674,7 @@ func (x *StateEntries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateEntries.ProtoReflect.Descriptor instead.
 func (*StateEntries) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{46}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *StateEntries) GetEntries() []*KVEntry {
@@ -3495,7 +3700,7 @@ type GetMessages struct {
 
 func (x *GetMessages) Reset() {
 	*x = GetMessages{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[47]
+	mi := &file_surfaced_v1_session_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3507,7 +3712,7 @@ func (x *GetMessages) String() string {
 func (*GetMessages) ProtoMessage() {}
 
 func (x *GetMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[47]
+	mi := &file_surfaced_v1_session_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3520,7 +3725,7 @@ func (x *GetMessages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessages.ProtoReflect.Descriptor instead.
 func (*GetMessages) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{47}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetMessages) GetCaller() *Caller {
@@ -3543,15 +3748,17 @@ type TranscriptEntry struct {
 	AtMs       int64  `protobuf:"varint,8,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
 	Via        string `protobuf:"bytes,9,opt,name=via,proto3" json:"via,omitempty"`
 	// The turn that produced the entry (user entries: the turn that answered them).
-	TurnId        uint64 `protobuf:"varint,10,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
-	PromptId      uint64 `protobuf:"varint,11,opt,name=prompt_id,json=promptId,proto3" json:"prompt_id,omitempty"`
+	TurnId   uint64 `protobuf:"varint,10,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
+	PromptId uint64 `protobuf:"varint,11,opt,name=prompt_id,json=promptId,proto3" json:"prompt_id,omitempty"`
+	// User entries: the artifacts the prompt attached.
+	AttachmentIds []string `protobuf:"bytes,12,rep,name=attachment_ids,json=attachmentIds,proto3" json:"attachment_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TranscriptEntry) Reset() {
 	*x = TranscriptEntry{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[48]
+	mi := &file_surfaced_v1_session_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3563,7 +3770,7 @@ func (x *TranscriptEntry) String() string {
 func (*TranscriptEntry) ProtoMessage() {}
 
 func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[48]
+	mi := &file_surfaced_v1_session_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3576,7 +3783,7 @@ func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscriptEntry.ProtoReflect.Descriptor instead.
 func (*TranscriptEntry) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{48}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *TranscriptEntry) GetRole() string {
@@ -3656,6 +3863,13 @@ func (x *TranscriptEntry) GetPromptId() uint64 {
 	return 0
 }
 
+func (x *TranscriptEntry) GetAttachmentIds() []string {
+	if x != nil {
+		return x.AttachmentIds
+	}
+	return nil
+}
+
 type Transcript struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Entries       []*TranscriptEntry     `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
@@ -3666,7 +3880,7 @@ type Transcript struct {
 
 func (x *Transcript) Reset() {
 	*x = Transcript{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[49]
+	mi := &file_surfaced_v1_session_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3678,7 +3892,7 @@ func (x *Transcript) String() string {
 func (*Transcript) ProtoMessage() {}
 
 func (x *Transcript) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[49]
+	mi := &file_surfaced_v1_session_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3691,7 +3905,7 @@ func (x *Transcript) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transcript.ProtoReflect.Descriptor instead.
 func (*Transcript) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{49}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Transcript) GetEntries() []*TranscriptEntry {
@@ -3722,7 +3936,7 @@ type UIResponse struct {
 
 func (x *UIResponse) Reset() {
 	*x = UIResponse{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[50]
+	mi := &file_surfaced_v1_session_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3734,7 +3948,7 @@ func (x *UIResponse) String() string {
 func (*UIResponse) ProtoMessage() {}
 
 func (x *UIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[50]
+	mi := &file_surfaced_v1_session_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3747,7 +3961,7 @@ func (x *UIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UIResponse.ProtoReflect.Descriptor instead.
 func (*UIResponse) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{50}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UIResponse) GetCaller() *Caller {
@@ -3795,7 +4009,7 @@ type UIResponseResult struct {
 
 func (x *UIResponseResult) Reset() {
 	*x = UIResponseResult{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[51]
+	mi := &file_surfaced_v1_session_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3807,7 +4021,7 @@ func (x *UIResponseResult) String() string {
 func (*UIResponseResult) ProtoMessage() {}
 
 func (x *UIResponseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[51]
+	mi := &file_surfaced_v1_session_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3820,7 +4034,7 @@ func (x *UIResponseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UIResponseResult.ProtoReflect.Descriptor instead.
 func (*UIResponseResult) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{51}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *UIResponseResult) GetOk() bool {
@@ -3840,7 +4054,8 @@ func (x *UIResponseResult) GetError() *Error {
 type Stop struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Caller *Caller                `protobuf:"bytes,1,opt,name=caller,proto3" json:"caller,omitempty"`
-	// stopped (DELETE), shutdown, idle
+	// stopped (DELETE), deleted (DELETE ?purge=true: the session and its data
+	// are being deleted; the actor stops), shutdown, idle, moved
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3848,7 +4063,7 @@ type Stop struct {
 
 func (x *Stop) Reset() {
 	*x = Stop{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[52]
+	mi := &file_surfaced_v1_session_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3860,7 +4075,7 @@ func (x *Stop) String() string {
 func (*Stop) ProtoMessage() {}
 
 func (x *Stop) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[52]
+	mi := &file_surfaced_v1_session_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3873,7 +4088,7 @@ func (x *Stop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop.ProtoReflect.Descriptor instead.
 func (*Stop) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{52}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Stop) GetCaller() *Caller {
@@ -3900,7 +4115,7 @@ type StopResult struct {
 
 func (x *StopResult) Reset() {
 	*x = StopResult{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[53]
+	mi := &file_surfaced_v1_session_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3912,7 +4127,7 @@ func (x *StopResult) String() string {
 func (*StopResult) ProtoMessage() {}
 
 func (x *StopResult) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[53]
+	mi := &file_surfaced_v1_session_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3925,7 +4140,7 @@ func (x *StopResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopResult.ProtoReflect.Descriptor instead.
 func (*StopResult) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{53}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *StopResult) GetOk() bool {
@@ -3942,6 +4157,114 @@ func (x *StopResult) GetError() *Error {
 	return nil
 }
 
+// ArtifactNotice tells a session that one of its artifacts was added or
+// deleted (by an HTTP request on any node, or by its agent): a live session
+// emits the artifact event to its clients. From the daemon only (a system
+// caller).
+type ArtifactNotice struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Caller        *Caller                `protobuf:"bytes,1,opt,name=caller,proto3" json:"caller,omitempty"`
+	Event         *ArtifactEvent         `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArtifactNotice) Reset() {
+	*x = ArtifactNotice{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArtifactNotice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArtifactNotice) ProtoMessage() {}
+
+func (x *ArtifactNotice) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArtifactNotice.ProtoReflect.Descriptor instead.
+func (*ArtifactNotice) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ArtifactNotice) GetCaller() *Caller {
+	if x != nil {
+		return x.Caller
+	}
+	return nil
+}
+
+func (x *ArtifactNotice) GetEvent() *ArtifactEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+type ArtifactNoticeResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ok            bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
+	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArtifactNoticeResult) Reset() {
+	*x = ArtifactNoticeResult{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArtifactNoticeResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArtifactNoticeResult) ProtoMessage() {}
+
+func (x *ArtifactNoticeResult) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArtifactNoticeResult.ProtoReflect.Descriptor instead.
+func (*ArtifactNoticeResult) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *ArtifactNoticeResult) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *ArtifactNoticeResult) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type ListSurfaces struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Caller        *Caller                `protobuf:"bytes,1,opt,name=caller,proto3" json:"caller,omitempty"`
@@ -3951,7 +4274,7 @@ type ListSurfaces struct {
 
 func (x *ListSurfaces) Reset() {
 	*x = ListSurfaces{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[54]
+	mi := &file_surfaced_v1_session_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3963,7 +4286,7 @@ func (x *ListSurfaces) String() string {
 func (*ListSurfaces) ProtoMessage() {}
 
 func (x *ListSurfaces) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[54]
+	mi := &file_surfaced_v1_session_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3976,7 +4299,7 @@ func (x *ListSurfaces) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSurfaces.ProtoReflect.Descriptor instead.
 func (*ListSurfaces) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{54}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListSurfaces) GetCaller() *Caller {
@@ -3996,7 +4319,7 @@ type SurfaceList struct {
 
 func (x *SurfaceList) Reset() {
 	*x = SurfaceList{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[55]
+	mi := &file_surfaced_v1_session_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4008,7 +4331,7 @@ func (x *SurfaceList) String() string {
 func (*SurfaceList) ProtoMessage() {}
 
 func (x *SurfaceList) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[55]
+	mi := &file_surfaced_v1_session_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4021,7 +4344,7 @@ func (x *SurfaceList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SurfaceList.ProtoReflect.Descriptor instead.
 func (*SurfaceList) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{55}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SurfaceList) GetSurfaces() []*SurfaceInfo {
@@ -4051,7 +4374,7 @@ type StateCommitted struct {
 
 func (x *StateCommitted) Reset() {
 	*x = StateCommitted{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[56]
+	mi := &file_surfaced_v1_session_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4063,7 +4386,7 @@ func (x *StateCommitted) String() string {
 func (*StateCommitted) ProtoMessage() {}
 
 func (x *StateCommitted) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[56]
+	mi := &file_surfaced_v1_session_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4076,7 +4399,7 @@ func (x *StateCommitted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateCommitted.ProtoReflect.Descriptor instead.
 func (*StateCommitted) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{56}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *StateCommitted) GetKey() string {
@@ -4121,7 +4444,7 @@ type AgentAvailable struct {
 
 func (x *AgentAvailable) Reset() {
 	*x = AgentAvailable{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[57]
+	mi := &file_surfaced_v1_session_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4133,7 +4456,7 @@ func (x *AgentAvailable) String() string {
 func (*AgentAvailable) ProtoMessage() {}
 
 func (x *AgentAvailable) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[57]
+	mi := &file_surfaced_v1_session_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4146,7 +4469,7 @@ func (x *AgentAvailable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentAvailable.ProtoReflect.Descriptor instead.
 func (*AgentAvailable) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{57}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *AgentAvailable) GetAgent() *Pid {
@@ -4185,7 +4508,7 @@ type AgentSend struct {
 
 func (x *AgentSend) Reset() {
 	*x = AgentSend{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[58]
+	mi := &file_surfaced_v1_session_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4197,7 +4520,7 @@ func (x *AgentSend) String() string {
 func (*AgentSend) ProtoMessage() {}
 
 func (x *AgentSend) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[58]
+	mi := &file_surfaced_v1_session_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4210,7 +4533,7 @@ func (x *AgentSend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSend.ProtoReflect.Descriptor instead.
 func (*AgentSend) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{58}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *AgentSend) GetLine() []byte {
@@ -4252,7 +4575,7 @@ type AgentReply struct {
 
 func (x *AgentReply) Reset() {
 	*x = AgentReply{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[59]
+	mi := &file_surfaced_v1_session_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4264,7 +4587,7 @@ func (x *AgentReply) String() string {
 func (*AgentReply) ProtoMessage() {}
 
 func (x *AgentReply) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[59]
+	mi := &file_surfaced_v1_session_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4277,7 +4600,7 @@ func (x *AgentReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentReply.ProtoReflect.Descriptor instead.
 func (*AgentReply) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{59}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AgentReply) GetId() string {
@@ -4328,7 +4651,7 @@ type AgentLine struct {
 
 func (x *AgentLine) Reset() {
 	*x = AgentLine{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[60]
+	mi := &file_surfaced_v1_session_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4340,7 +4663,7 @@ func (x *AgentLine) String() string {
 func (*AgentLine) ProtoMessage() {}
 
 func (x *AgentLine) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[60]
+	mi := &file_surfaced_v1_session_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4353,7 +4676,7 @@ func (x *AgentLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentLine.ProtoReflect.Descriptor instead.
 func (*AgentLine) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{60}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *AgentLine) GetIncarnation() uint32 {
@@ -4395,7 +4718,7 @@ type AgentLines struct {
 
 func (x *AgentLines) Reset() {
 	*x = AgentLines{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[61]
+	mi := &file_surfaced_v1_session_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4407,7 +4730,7 @@ func (x *AgentLines) String() string {
 func (*AgentLines) ProtoMessage() {}
 
 func (x *AgentLines) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[61]
+	mi := &file_surfaced_v1_session_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4420,7 +4743,7 @@ func (x *AgentLines) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentLines.ProtoReflect.Descriptor instead.
 func (*AgentLines) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{61}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *AgentLines) GetLines() []*AgentLine {
@@ -4441,7 +4764,7 @@ type AgentDiagnostic struct {
 
 func (x *AgentDiagnostic) Reset() {
 	*x = AgentDiagnostic{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[62]
+	mi := &file_surfaced_v1_session_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4453,7 +4776,7 @@ func (x *AgentDiagnostic) String() string {
 func (*AgentDiagnostic) ProtoMessage() {}
 
 func (x *AgentDiagnostic) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[62]
+	mi := &file_surfaced_v1_session_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4466,7 +4789,7 @@ func (x *AgentDiagnostic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentDiagnostic.ProtoReflect.Descriptor instead.
 func (*AgentDiagnostic) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{62}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *AgentDiagnostic) GetIncarnation() uint32 {
@@ -4503,7 +4826,7 @@ type AgentExited struct {
 
 func (x *AgentExited) Reset() {
 	*x = AgentExited{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[63]
+	mi := &file_surfaced_v1_session_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4515,7 +4838,7 @@ func (x *AgentExited) String() string {
 func (*AgentExited) ProtoMessage() {}
 
 func (x *AgentExited) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[63]
+	mi := &file_surfaced_v1_session_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4528,7 +4851,7 @@ func (x *AgentExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentExited.ProtoReflect.Descriptor instead.
 func (*AgentExited) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{63}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *AgentExited) GetIncarnation() uint32 {
@@ -4586,7 +4909,7 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
 	"\x06frames\x18\x02 \x03(\v2\x12.surfaced.v1.FrameR\x06frames\x12\x14\n" +
-	"\x05final\x18\x03 \x01(\bR\x05final\"\x80\x03\n" +
+	"\x05final\x18\x03 \x01(\bR\x05final\"\xba\x03\n" +
 	"\x05Event\x12/\n" +
 	"\x05state\x18\x01 \x01(\v2\x17.surfaced.v1.StateEventH\x00R\x05state\x122\n" +
 	"\x06status\x18\x02 \x01(\v2\x18.surfaced.v1.StatusEventH\x00R\x06status\x12,\n" +
@@ -4597,7 +4920,8 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"diagnostic\x18\x05 \x01(\v2\x1c.surfaced.v1.DiagnosticEventH\x00R\n" +
 	"diagnostic\x122\n" +
 	"\x06resync\x18\x06 \x01(\v2\x18.surfaced.v1.ResyncEventH\x00R\x06resync\x12)\n" +
-	"\x03end\x18\a \x01(\v2\x15.surfaced.v1.EndEventH\x00R\x03endB\a\n" +
+	"\x03end\x18\a \x01(\v2\x15.surfaced.v1.EndEventH\x00R\x03end\x128\n" +
+	"\bartifact\x18\b \x01(\v2\x1a.surfaced.v1.ArtifactEventH\x00R\bartifactB\a\n" +
 	"\x05event\"`\n" +
 	"\n" +
 	"StateEvent\x12\x10\n" +
@@ -4628,7 +4952,22 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\vResyncEvent\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\"\n" +
 	"\bEndEvent\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xdc\a\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xf3\x01\n" +
+	"\bArtifact\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"media_type\x18\x03 \x01(\tR\tmediaType\x12\x12\n" +
+	"\x04size\x18\x04 \x01(\x03R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x05 \x01(\tR\x06sha256\x12\x12\n" +
+	"\x04name\x18\x06 \x01(\tR\x04name\x12\"\n" +
+	"\rcreated_at_ms\x18\a \x01(\x03R\vcreatedAtMs\x12!\n" +
+	"\fderived_from\x18\b \x01(\tR\vderivedFrom\x12\x12\n" +
+	"\x04meta\x18\t \x01(\fR\x04meta\"X\n" +
+	"\rArtifactEvent\x12\x14\n" +
+	"\x05event\x18\x01 \x01(\tR\x05event\x121\n" +
+	"\bartifact\x18\x02 \x01(\v2\x15.surfaced.v1.ArtifactR\bartifact\"\xdc\a\n" +
 	"\tChatEvent\x12=\n" +
 	"\fuser_message\x18\x01 \x01(\v2\x18.surfaced.v1.UserMessageH\x00R\vuserMessage\x127\n" +
 	"\n" +
@@ -4658,14 +4997,15 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\vturn_finish\x18\x0f \x01(\v2\x17.surfaced.v1.TurnFinishH\x00R\n" +
 	"turnFinish\x12=\n" +
 	"\fagent_notice\x18\x10 \x01(\v2\x18.surfaced.v1.AgentNoticeH\x00R\vagentNoticeB\a\n" +
-	"\x05chunk\"\x92\x01\n" +
+	"\x05chunk\"\xb9\x01\n" +
 	"\vUserMessage\x12\x1b\n" +
 	"\tprompt_id\x18\x01 \x01(\x04R\bpromptId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x10\n" +
 	"\x03via\x18\x03 \x01(\tR\x03via\x12\x10\n" +
 	"\x03tag\x18\x04 \x01(\tR\x03tag\x12\x16\n" +
 	"\x06queued\x18\x05 \x01(\bR\x06queued\x12\x16\n" +
-	"\x06images\x18\x06 \x01(\rR\x06images\"b\n" +
+	"\x06images\x18\x06 \x01(\rR\x06images\x12%\n" +
+	"\x0eattachment_ids\x18\a \x03(\tR\rattachmentIds\"b\n" +
 	"\tTurnStart\x12\x17\n" +
 	"\aturn_id\x18\x01 \x01(\x04R\x06turnId\x12\x1d\n" +
 	"\n" +
@@ -4781,13 +5121,14 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\x04node\x18\x12 \x01(\tR\x04node\"8\n" +
 	"\x05Image\x12\x1b\n" +
 	"\tmime_type\x18\x01 \x01(\tR\bmimeType\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\tR\x04data\"\x9a\x01\n" +
+	"\x04data\x18\x02 \x01(\tR\x04data\"\xd3\x01\n" +
 	"\x06Prompt\x12+\n" +
 	"\x06caller\x18\x01 \x01(\v2\x13.surfaced.v1.CallerR\x06caller\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12*\n" +
 	"\x06images\x18\x03 \x03(\v2\x12.surfaced.v1.ImageR\x06images\x12\x1d\n" +
 	"\n" +
-	"client_tag\x18\x04 \x01(\tR\tclientTag\"\x89\x01\n" +
+	"client_tag\x18\x04 \x01(\tR\tclientTag\x127\n" +
+	"\vattachments\x18\x05 \x03(\v2\x15.surfaced.v1.ArtifactR\vattachments\"\x89\x01\n" +
 	"\fPromptResult\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x16\n" +
 	"\x06queued\x18\x02 \x01(\bR\x06queued\x12\x1b\n" +
@@ -4835,7 +5176,7 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\aentries\x18\x01 \x03(\v2\x14.surfaced.v1.KVEntryR\aentries\x12(\n" +
 	"\x05error\x18\x02 \x01(\v2\x12.surfaced.v1.ErrorR\x05error\":\n" +
 	"\vGetMessages\x12+\n" +
-	"\x06caller\x18\x01 \x01(\v2\x13.surfaced.v1.CallerR\x06caller\"\xae\x02\n" +
+	"\x06caller\x18\x01 \x01(\v2\x13.surfaced.v1.CallerR\x06caller\"\xd5\x02\n" +
 	"\x0fTranscriptEntry\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12 \n" +
@@ -4850,7 +5191,8 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\x03via\x18\t \x01(\tR\x03via\x12\x17\n" +
 	"\aturn_id\x18\n" +
 	" \x01(\x04R\x06turnId\x12\x1b\n" +
-	"\tprompt_id\x18\v \x01(\x04R\bpromptId\"n\n" +
+	"\tprompt_id\x18\v \x01(\x04R\bpromptId\x12%\n" +
+	"\x0eattachment_ids\x18\f \x03(\tR\rattachmentIds\"n\n" +
 	"\n" +
 	"Transcript\x126\n" +
 	"\aentries\x18\x01 \x03(\v2\x1c.surfaced.v1.TranscriptEntryR\aentries\x12(\n" +
@@ -4870,6 +5212,12 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"F\n" +
 	"\n" +
 	"StopResult\x12\x0e\n" +
+	"\x02ok\x18\x01 \x01(\bR\x02ok\x12(\n" +
+	"\x05error\x18\x02 \x01(\v2\x12.surfaced.v1.ErrorR\x05error\"o\n" +
+	"\x0eArtifactNotice\x12+\n" +
+	"\x06caller\x18\x01 \x01(\v2\x13.surfaced.v1.CallerR\x06caller\x120\n" +
+	"\x05event\x18\x02 \x01(\v2\x1a.surfaced.v1.ArtifactEventR\x05event\"P\n" +
+	"\x14ArtifactNoticeResult\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12(\n" +
 	"\x05error\x18\x02 \x01(\v2\x12.surfaced.v1.ErrorR\x05error\";\n" +
 	"\fListSurfaces\x12+\n" +
@@ -4938,144 +5286,154 @@ func file_surfaced_v1_session_proto_rawDescGZIP() []byte {
 }
 
 var file_surfaced_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_surfaced_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
+var file_surfaced_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_surfaced_v1_session_proto_goTypes = []any{
-	(PartKind)(0),              // 0: surfaced.v1.PartKind
-	(SubscribeFrom)(0),         // 1: surfaced.v1.SubscribeFrom
-	(*Pid)(nil),                // 2: surfaced.v1.Pid
-	(*Error)(nil),              // 3: surfaced.v1.Error
-	(*Frame)(nil),              // 4: surfaced.v1.Frame
-	(*Frames)(nil),             // 5: surfaced.v1.Frames
-	(*Event)(nil),              // 6: surfaced.v1.Event
-	(*StateEvent)(nil),         // 7: surfaced.v1.StateEvent
-	(*StatusEvent)(nil),        // 8: surfaced.v1.StatusEvent
-	(*UIRequestEvent)(nil),     // 9: surfaced.v1.UIRequestEvent
-	(*DiagnosticEvent)(nil),    // 10: surfaced.v1.DiagnosticEvent
-	(*ResyncEvent)(nil),        // 11: surfaced.v1.ResyncEvent
-	(*EndEvent)(nil),           // 12: surfaced.v1.EndEvent
-	(*ChatEvent)(nil),          // 13: surfaced.v1.ChatEvent
-	(*UserMessage)(nil),        // 14: surfaced.v1.UserMessage
-	(*TurnStart)(nil),          // 15: surfaced.v1.TurnStart
-	(*StepStart)(nil),          // 16: surfaced.v1.StepStart
-	(*StepFinish)(nil),         // 17: surfaced.v1.StepFinish
-	(*PartStart)(nil),          // 18: surfaced.v1.PartStart
-	(*PartDelta)(nil),          // 19: surfaced.v1.PartDelta
-	(*PartEnd)(nil),            // 20: surfaced.v1.PartEnd
-	(*ToolInputStart)(nil),     // 21: surfaced.v1.ToolInputStart
-	(*ToolInputDelta)(nil),     // 22: surfaced.v1.ToolInputDelta
-	(*ToolInputAvailable)(nil), // 23: surfaced.v1.ToolInputAvailable
-	(*ToolOutput)(nil),         // 24: surfaced.v1.ToolOutput
-	(*ToolError)(nil),          // 25: surfaced.v1.ToolError
-	(*TurnError)(nil),          // 26: surfaced.v1.TurnError
-	(*TurnAbort)(nil),          // 27: surfaced.v1.TurnAbort
-	(*TurnFinish)(nil),         // 28: surfaced.v1.TurnFinish
-	(*AgentNotice)(nil),        // 29: surfaced.v1.AgentNotice
-	(*Subscribe)(nil),          // 30: surfaced.v1.Subscribe
-	(*SubscribeResult)(nil),    // 31: surfaced.v1.SubscribeResult
-	(*Unsubscribe)(nil),        // 32: surfaced.v1.Unsubscribe
-	(*Caller)(nil),             // 33: surfaced.v1.Caller
-	(*GetSummary)(nil),         // 34: surfaced.v1.GetSummary
-	(*SurfaceInfo)(nil),        // 35: surfaced.v1.SurfaceInfo
-	(*SessionSummary)(nil),     // 36: surfaced.v1.SessionSummary
-	(*Image)(nil),              // 37: surfaced.v1.Image
-	(*Prompt)(nil),             // 38: surfaced.v1.Prompt
-	(*PromptResult)(nil),       // 39: surfaced.v1.PromptResult
-	(*Abort)(nil),              // 40: surfaced.v1.Abort
-	(*AbortResult)(nil),        // 41: surfaced.v1.AbortResult
-	(*RunCommand)(nil),         // 42: surfaced.v1.RunCommand
-	(*CommandResult)(nil),      // 43: surfaced.v1.CommandResult
-	(*SetState)(nil),           // 44: surfaced.v1.SetState
-	(*SetStateResult)(nil),     // 45: surfaced.v1.SetStateResult
-	(*KVEntry)(nil),            // 46: surfaced.v1.KVEntry
-	(*GetState)(nil),           // 47: surfaced.v1.GetState
-	(*StateEntries)(nil),       // 48: surfaced.v1.StateEntries
-	(*GetMessages)(nil),        // 49: surfaced.v1.GetMessages
-	(*TranscriptEntry)(nil),    // 50: surfaced.v1.TranscriptEntry
-	(*Transcript)(nil),         // 51: surfaced.v1.Transcript
-	(*UIResponse)(nil),         // 52: surfaced.v1.UIResponse
-	(*UIResponseResult)(nil),   // 53: surfaced.v1.UIResponseResult
-	(*Stop)(nil),               // 54: surfaced.v1.Stop
-	(*StopResult)(nil),         // 55: surfaced.v1.StopResult
-	(*ListSurfaces)(nil),       // 56: surfaced.v1.ListSurfaces
-	(*SurfaceList)(nil),        // 57: surfaced.v1.SurfaceList
-	(*StateCommitted)(nil),     // 58: surfaced.v1.StateCommitted
-	(*AgentAvailable)(nil),     // 59: surfaced.v1.AgentAvailable
-	(*AgentSend)(nil),          // 60: surfaced.v1.AgentSend
-	(*AgentReply)(nil),         // 61: surfaced.v1.AgentReply
-	(*AgentLine)(nil),          // 62: surfaced.v1.AgentLine
-	(*AgentLines)(nil),         // 63: surfaced.v1.AgentLines
-	(*AgentDiagnostic)(nil),    // 64: surfaced.v1.AgentDiagnostic
-	(*AgentExited)(nil),        // 65: surfaced.v1.AgentExited
+	(PartKind)(0),                // 0: surfaced.v1.PartKind
+	(SubscribeFrom)(0),           // 1: surfaced.v1.SubscribeFrom
+	(*Pid)(nil),                  // 2: surfaced.v1.Pid
+	(*Error)(nil),                // 3: surfaced.v1.Error
+	(*Frame)(nil),                // 4: surfaced.v1.Frame
+	(*Frames)(nil),               // 5: surfaced.v1.Frames
+	(*Event)(nil),                // 6: surfaced.v1.Event
+	(*StateEvent)(nil),           // 7: surfaced.v1.StateEvent
+	(*StatusEvent)(nil),          // 8: surfaced.v1.StatusEvent
+	(*UIRequestEvent)(nil),       // 9: surfaced.v1.UIRequestEvent
+	(*DiagnosticEvent)(nil),      // 10: surfaced.v1.DiagnosticEvent
+	(*ResyncEvent)(nil),          // 11: surfaced.v1.ResyncEvent
+	(*EndEvent)(nil),             // 12: surfaced.v1.EndEvent
+	(*Artifact)(nil),             // 13: surfaced.v1.Artifact
+	(*ArtifactEvent)(nil),        // 14: surfaced.v1.ArtifactEvent
+	(*ChatEvent)(nil),            // 15: surfaced.v1.ChatEvent
+	(*UserMessage)(nil),          // 16: surfaced.v1.UserMessage
+	(*TurnStart)(nil),            // 17: surfaced.v1.TurnStart
+	(*StepStart)(nil),            // 18: surfaced.v1.StepStart
+	(*StepFinish)(nil),           // 19: surfaced.v1.StepFinish
+	(*PartStart)(nil),            // 20: surfaced.v1.PartStart
+	(*PartDelta)(nil),            // 21: surfaced.v1.PartDelta
+	(*PartEnd)(nil),              // 22: surfaced.v1.PartEnd
+	(*ToolInputStart)(nil),       // 23: surfaced.v1.ToolInputStart
+	(*ToolInputDelta)(nil),       // 24: surfaced.v1.ToolInputDelta
+	(*ToolInputAvailable)(nil),   // 25: surfaced.v1.ToolInputAvailable
+	(*ToolOutput)(nil),           // 26: surfaced.v1.ToolOutput
+	(*ToolError)(nil),            // 27: surfaced.v1.ToolError
+	(*TurnError)(nil),            // 28: surfaced.v1.TurnError
+	(*TurnAbort)(nil),            // 29: surfaced.v1.TurnAbort
+	(*TurnFinish)(nil),           // 30: surfaced.v1.TurnFinish
+	(*AgentNotice)(nil),          // 31: surfaced.v1.AgentNotice
+	(*Subscribe)(nil),            // 32: surfaced.v1.Subscribe
+	(*SubscribeResult)(nil),      // 33: surfaced.v1.SubscribeResult
+	(*Unsubscribe)(nil),          // 34: surfaced.v1.Unsubscribe
+	(*Caller)(nil),               // 35: surfaced.v1.Caller
+	(*GetSummary)(nil),           // 36: surfaced.v1.GetSummary
+	(*SurfaceInfo)(nil),          // 37: surfaced.v1.SurfaceInfo
+	(*SessionSummary)(nil),       // 38: surfaced.v1.SessionSummary
+	(*Image)(nil),                // 39: surfaced.v1.Image
+	(*Prompt)(nil),               // 40: surfaced.v1.Prompt
+	(*PromptResult)(nil),         // 41: surfaced.v1.PromptResult
+	(*Abort)(nil),                // 42: surfaced.v1.Abort
+	(*AbortResult)(nil),          // 43: surfaced.v1.AbortResult
+	(*RunCommand)(nil),           // 44: surfaced.v1.RunCommand
+	(*CommandResult)(nil),        // 45: surfaced.v1.CommandResult
+	(*SetState)(nil),             // 46: surfaced.v1.SetState
+	(*SetStateResult)(nil),       // 47: surfaced.v1.SetStateResult
+	(*KVEntry)(nil),              // 48: surfaced.v1.KVEntry
+	(*GetState)(nil),             // 49: surfaced.v1.GetState
+	(*StateEntries)(nil),         // 50: surfaced.v1.StateEntries
+	(*GetMessages)(nil),          // 51: surfaced.v1.GetMessages
+	(*TranscriptEntry)(nil),      // 52: surfaced.v1.TranscriptEntry
+	(*Transcript)(nil),           // 53: surfaced.v1.Transcript
+	(*UIResponse)(nil),           // 54: surfaced.v1.UIResponse
+	(*UIResponseResult)(nil),     // 55: surfaced.v1.UIResponseResult
+	(*Stop)(nil),                 // 56: surfaced.v1.Stop
+	(*StopResult)(nil),           // 57: surfaced.v1.StopResult
+	(*ArtifactNotice)(nil),       // 58: surfaced.v1.ArtifactNotice
+	(*ArtifactNoticeResult)(nil), // 59: surfaced.v1.ArtifactNoticeResult
+	(*ListSurfaces)(nil),         // 60: surfaced.v1.ListSurfaces
+	(*SurfaceList)(nil),          // 61: surfaced.v1.SurfaceList
+	(*StateCommitted)(nil),       // 62: surfaced.v1.StateCommitted
+	(*AgentAvailable)(nil),       // 63: surfaced.v1.AgentAvailable
+	(*AgentSend)(nil),            // 64: surfaced.v1.AgentSend
+	(*AgentReply)(nil),           // 65: surfaced.v1.AgentReply
+	(*AgentLine)(nil),            // 66: surfaced.v1.AgentLine
+	(*AgentLines)(nil),           // 67: surfaced.v1.AgentLines
+	(*AgentDiagnostic)(nil),      // 68: surfaced.v1.AgentDiagnostic
+	(*AgentExited)(nil),          // 69: surfaced.v1.AgentExited
 }
 var file_surfaced_v1_session_proto_depIdxs = []int32{
 	6,  // 0: surfaced.v1.Frame.event:type_name -> surfaced.v1.Event
 	4,  // 1: surfaced.v1.Frames.frames:type_name -> surfaced.v1.Frame
 	7,  // 2: surfaced.v1.Event.state:type_name -> surfaced.v1.StateEvent
 	8,  // 3: surfaced.v1.Event.status:type_name -> surfaced.v1.StatusEvent
-	13, // 4: surfaced.v1.Event.chat:type_name -> surfaced.v1.ChatEvent
+	15, // 4: surfaced.v1.Event.chat:type_name -> surfaced.v1.ChatEvent
 	9,  // 5: surfaced.v1.Event.ui_request:type_name -> surfaced.v1.UIRequestEvent
 	10, // 6: surfaced.v1.Event.diagnostic:type_name -> surfaced.v1.DiagnosticEvent
 	11, // 7: surfaced.v1.Event.resync:type_name -> surfaced.v1.ResyncEvent
 	12, // 8: surfaced.v1.Event.end:type_name -> surfaced.v1.EndEvent
-	35, // 9: surfaced.v1.StatusEvent.surfaces:type_name -> surfaced.v1.SurfaceInfo
-	14, // 10: surfaced.v1.ChatEvent.user_message:type_name -> surfaced.v1.UserMessage
-	15, // 11: surfaced.v1.ChatEvent.turn_start:type_name -> surfaced.v1.TurnStart
-	16, // 12: surfaced.v1.ChatEvent.step_start:type_name -> surfaced.v1.StepStart
-	18, // 13: surfaced.v1.ChatEvent.part_start:type_name -> surfaced.v1.PartStart
-	19, // 14: surfaced.v1.ChatEvent.part_delta:type_name -> surfaced.v1.PartDelta
-	20, // 15: surfaced.v1.ChatEvent.part_end:type_name -> surfaced.v1.PartEnd
-	21, // 16: surfaced.v1.ChatEvent.tool_input_start:type_name -> surfaced.v1.ToolInputStart
-	22, // 17: surfaced.v1.ChatEvent.tool_input_delta:type_name -> surfaced.v1.ToolInputDelta
-	23, // 18: surfaced.v1.ChatEvent.tool_input:type_name -> surfaced.v1.ToolInputAvailable
-	24, // 19: surfaced.v1.ChatEvent.tool_output:type_name -> surfaced.v1.ToolOutput
-	25, // 20: surfaced.v1.ChatEvent.tool_error:type_name -> surfaced.v1.ToolError
-	17, // 21: surfaced.v1.ChatEvent.step_finish:type_name -> surfaced.v1.StepFinish
-	26, // 22: surfaced.v1.ChatEvent.turn_error:type_name -> surfaced.v1.TurnError
-	27, // 23: surfaced.v1.ChatEvent.turn_abort:type_name -> surfaced.v1.TurnAbort
-	28, // 24: surfaced.v1.ChatEvent.turn_finish:type_name -> surfaced.v1.TurnFinish
-	29, // 25: surfaced.v1.ChatEvent.agent_notice:type_name -> surfaced.v1.AgentNotice
-	0,  // 26: surfaced.v1.PartStart.kind:type_name -> surfaced.v1.PartKind
-	0,  // 27: surfaced.v1.PartDelta.kind:type_name -> surfaced.v1.PartKind
-	0,  // 28: surfaced.v1.PartEnd.kind:type_name -> surfaced.v1.PartKind
-	2,  // 29: surfaced.v1.Subscribe.subscriber:type_name -> surfaced.v1.Pid
-	1,  // 30: surfaced.v1.Subscribe.from:type_name -> surfaced.v1.SubscribeFrom
-	3,  // 31: surfaced.v1.SubscribeResult.error:type_name -> surfaced.v1.Error
-	2,  // 32: surfaced.v1.Unsubscribe.subscriber:type_name -> surfaced.v1.Pid
-	33, // 33: surfaced.v1.GetSummary.caller:type_name -> surfaced.v1.Caller
-	35, // 34: surfaced.v1.SessionSummary.surfaces:type_name -> surfaced.v1.SurfaceInfo
-	3,  // 35: surfaced.v1.SessionSummary.error:type_name -> surfaced.v1.Error
-	33, // 36: surfaced.v1.Prompt.caller:type_name -> surfaced.v1.Caller
-	37, // 37: surfaced.v1.Prompt.images:type_name -> surfaced.v1.Image
-	3,  // 38: surfaced.v1.PromptResult.error:type_name -> surfaced.v1.Error
-	33, // 39: surfaced.v1.Abort.caller:type_name -> surfaced.v1.Caller
-	3,  // 40: surfaced.v1.AbortResult.error:type_name -> surfaced.v1.Error
-	33, // 41: surfaced.v1.RunCommand.caller:type_name -> surfaced.v1.Caller
-	3,  // 42: surfaced.v1.CommandResult.error:type_name -> surfaced.v1.Error
-	3,  // 43: surfaced.v1.CommandResult.refused:type_name -> surfaced.v1.Error
-	33, // 44: surfaced.v1.SetState.caller:type_name -> surfaced.v1.Caller
-	3,  // 45: surfaced.v1.SetStateResult.error:type_name -> surfaced.v1.Error
-	33, // 46: surfaced.v1.GetState.caller:type_name -> surfaced.v1.Caller
-	46, // 47: surfaced.v1.StateEntries.entries:type_name -> surfaced.v1.KVEntry
-	3,  // 48: surfaced.v1.StateEntries.error:type_name -> surfaced.v1.Error
-	33, // 49: surfaced.v1.GetMessages.caller:type_name -> surfaced.v1.Caller
-	50, // 50: surfaced.v1.Transcript.entries:type_name -> surfaced.v1.TranscriptEntry
-	3,  // 51: surfaced.v1.Transcript.error:type_name -> surfaced.v1.Error
-	33, // 52: surfaced.v1.UIResponse.caller:type_name -> surfaced.v1.Caller
-	3,  // 53: surfaced.v1.UIResponseResult.error:type_name -> surfaced.v1.Error
-	33, // 54: surfaced.v1.Stop.caller:type_name -> surfaced.v1.Caller
-	3,  // 55: surfaced.v1.StopResult.error:type_name -> surfaced.v1.Error
-	33, // 56: surfaced.v1.ListSurfaces.caller:type_name -> surfaced.v1.Caller
-	35, // 57: surfaced.v1.SurfaceList.surfaces:type_name -> surfaced.v1.SurfaceInfo
-	3,  // 58: surfaced.v1.SurfaceList.error:type_name -> surfaced.v1.Error
-	2,  // 59: surfaced.v1.AgentAvailable.agent:type_name -> surfaced.v1.Pid
-	2,  // 60: surfaced.v1.AgentSend.reply_to:type_name -> surfaced.v1.Pid
-	3,  // 61: surfaced.v1.AgentReply.error:type_name -> surfaced.v1.Error
-	62, // 62: surfaced.v1.AgentLines.lines:type_name -> surfaced.v1.AgentLine
-	63, // [63:63] is the sub-list for method output_type
-	63, // [63:63] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	14, // 9: surfaced.v1.Event.artifact:type_name -> surfaced.v1.ArtifactEvent
+	37, // 10: surfaced.v1.StatusEvent.surfaces:type_name -> surfaced.v1.SurfaceInfo
+	13, // 11: surfaced.v1.ArtifactEvent.artifact:type_name -> surfaced.v1.Artifact
+	16, // 12: surfaced.v1.ChatEvent.user_message:type_name -> surfaced.v1.UserMessage
+	17, // 13: surfaced.v1.ChatEvent.turn_start:type_name -> surfaced.v1.TurnStart
+	18, // 14: surfaced.v1.ChatEvent.step_start:type_name -> surfaced.v1.StepStart
+	20, // 15: surfaced.v1.ChatEvent.part_start:type_name -> surfaced.v1.PartStart
+	21, // 16: surfaced.v1.ChatEvent.part_delta:type_name -> surfaced.v1.PartDelta
+	22, // 17: surfaced.v1.ChatEvent.part_end:type_name -> surfaced.v1.PartEnd
+	23, // 18: surfaced.v1.ChatEvent.tool_input_start:type_name -> surfaced.v1.ToolInputStart
+	24, // 19: surfaced.v1.ChatEvent.tool_input_delta:type_name -> surfaced.v1.ToolInputDelta
+	25, // 20: surfaced.v1.ChatEvent.tool_input:type_name -> surfaced.v1.ToolInputAvailable
+	26, // 21: surfaced.v1.ChatEvent.tool_output:type_name -> surfaced.v1.ToolOutput
+	27, // 22: surfaced.v1.ChatEvent.tool_error:type_name -> surfaced.v1.ToolError
+	19, // 23: surfaced.v1.ChatEvent.step_finish:type_name -> surfaced.v1.StepFinish
+	28, // 24: surfaced.v1.ChatEvent.turn_error:type_name -> surfaced.v1.TurnError
+	29, // 25: surfaced.v1.ChatEvent.turn_abort:type_name -> surfaced.v1.TurnAbort
+	30, // 26: surfaced.v1.ChatEvent.turn_finish:type_name -> surfaced.v1.TurnFinish
+	31, // 27: surfaced.v1.ChatEvent.agent_notice:type_name -> surfaced.v1.AgentNotice
+	0,  // 28: surfaced.v1.PartStart.kind:type_name -> surfaced.v1.PartKind
+	0,  // 29: surfaced.v1.PartDelta.kind:type_name -> surfaced.v1.PartKind
+	0,  // 30: surfaced.v1.PartEnd.kind:type_name -> surfaced.v1.PartKind
+	2,  // 31: surfaced.v1.Subscribe.subscriber:type_name -> surfaced.v1.Pid
+	1,  // 32: surfaced.v1.Subscribe.from:type_name -> surfaced.v1.SubscribeFrom
+	3,  // 33: surfaced.v1.SubscribeResult.error:type_name -> surfaced.v1.Error
+	2,  // 34: surfaced.v1.Unsubscribe.subscriber:type_name -> surfaced.v1.Pid
+	35, // 35: surfaced.v1.GetSummary.caller:type_name -> surfaced.v1.Caller
+	37, // 36: surfaced.v1.SessionSummary.surfaces:type_name -> surfaced.v1.SurfaceInfo
+	3,  // 37: surfaced.v1.SessionSummary.error:type_name -> surfaced.v1.Error
+	35, // 38: surfaced.v1.Prompt.caller:type_name -> surfaced.v1.Caller
+	39, // 39: surfaced.v1.Prompt.images:type_name -> surfaced.v1.Image
+	13, // 40: surfaced.v1.Prompt.attachments:type_name -> surfaced.v1.Artifact
+	3,  // 41: surfaced.v1.PromptResult.error:type_name -> surfaced.v1.Error
+	35, // 42: surfaced.v1.Abort.caller:type_name -> surfaced.v1.Caller
+	3,  // 43: surfaced.v1.AbortResult.error:type_name -> surfaced.v1.Error
+	35, // 44: surfaced.v1.RunCommand.caller:type_name -> surfaced.v1.Caller
+	3,  // 45: surfaced.v1.CommandResult.error:type_name -> surfaced.v1.Error
+	3,  // 46: surfaced.v1.CommandResult.refused:type_name -> surfaced.v1.Error
+	35, // 47: surfaced.v1.SetState.caller:type_name -> surfaced.v1.Caller
+	3,  // 48: surfaced.v1.SetStateResult.error:type_name -> surfaced.v1.Error
+	35, // 49: surfaced.v1.GetState.caller:type_name -> surfaced.v1.Caller
+	48, // 50: surfaced.v1.StateEntries.entries:type_name -> surfaced.v1.KVEntry
+	3,  // 51: surfaced.v1.StateEntries.error:type_name -> surfaced.v1.Error
+	35, // 52: surfaced.v1.GetMessages.caller:type_name -> surfaced.v1.Caller
+	52, // 53: surfaced.v1.Transcript.entries:type_name -> surfaced.v1.TranscriptEntry
+	3,  // 54: surfaced.v1.Transcript.error:type_name -> surfaced.v1.Error
+	35, // 55: surfaced.v1.UIResponse.caller:type_name -> surfaced.v1.Caller
+	3,  // 56: surfaced.v1.UIResponseResult.error:type_name -> surfaced.v1.Error
+	35, // 57: surfaced.v1.Stop.caller:type_name -> surfaced.v1.Caller
+	3,  // 58: surfaced.v1.StopResult.error:type_name -> surfaced.v1.Error
+	35, // 59: surfaced.v1.ArtifactNotice.caller:type_name -> surfaced.v1.Caller
+	14, // 60: surfaced.v1.ArtifactNotice.event:type_name -> surfaced.v1.ArtifactEvent
+	3,  // 61: surfaced.v1.ArtifactNoticeResult.error:type_name -> surfaced.v1.Error
+	35, // 62: surfaced.v1.ListSurfaces.caller:type_name -> surfaced.v1.Caller
+	37, // 63: surfaced.v1.SurfaceList.surfaces:type_name -> surfaced.v1.SurfaceInfo
+	3,  // 64: surfaced.v1.SurfaceList.error:type_name -> surfaced.v1.Error
+	2,  // 65: surfaced.v1.AgentAvailable.agent:type_name -> surfaced.v1.Pid
+	2,  // 66: surfaced.v1.AgentSend.reply_to:type_name -> surfaced.v1.Pid
+	3,  // 67: surfaced.v1.AgentReply.error:type_name -> surfaced.v1.Error
+	66, // 68: surfaced.v1.AgentLines.lines:type_name -> surfaced.v1.AgentLine
+	69, // [69:69] is the sub-list for method output_type
+	69, // [69:69] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_surfaced_v1_session_proto_init() }
@@ -5091,8 +5449,9 @@ func file_surfaced_v1_session_proto_init() {
 		(*Event_Diagnostic)(nil),
 		(*Event_Resync)(nil),
 		(*Event_End)(nil),
+		(*Event_Artifact)(nil),
 	}
-	file_surfaced_v1_session_proto_msgTypes[11].OneofWrappers = []any{
+	file_surfaced_v1_session_proto_msgTypes[13].OneofWrappers = []any{
 		(*ChatEvent_UserMessage)(nil),
 		(*ChatEvent_TurnStart)(nil),
 		(*ChatEvent_StepStart)(nil),
@@ -5116,7 +5475,7 @@ func file_surfaced_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_surfaced_v1_session_proto_rawDesc), len(file_surfaced_v1_session_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   64,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
