@@ -10,6 +10,7 @@ package wire
 
 import (
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
@@ -24,6 +25,7 @@ const (
 	KindDiagnostic = "diagnostic"
 	KindResync     = "resync"
 	KindEnd        = "end"
+	KindArtifact   = "artifact"
 )
 
 // Kind is the frame kind of ev ("" for an empty event).
@@ -43,6 +45,8 @@ func Kind(ev *pb.Event) string {
 		return KindResync
 	case *pb.Event_End:
 		return KindEnd
+	case *pb.Event_Artifact:
+		return KindArtifact
 	}
 	return ""
 }
@@ -71,8 +75,40 @@ func AppendData(dst []byte, ev *pb.Event) []byte {
 		return appendReason(dst, e.Resync.GetReason())
 	case *pb.Event_End:
 		return appendReason(dst, e.End.GetReason())
+	case *pb.Event_Artifact:
+		dst = append(dst, `{"event":`...)
+		dst = AppendString(dst, e.Artifact.GetEvent())
+		dst = append(dst, `,"artifact":`...)
+		dst = AppendArtifact(dst, e.Artifact.GetArtifact())
+		return append(dst, '}')
 	}
 	return append(dst, "{}"...)
+}
+
+// AppendArtifact appends an artifact's JSON, as the HTTP API and the
+// artifact frame carry it: {id, sessionId, mediaType, size, sha256, name?,
+// createdAt, derivedFrom?, meta?}, createdAt in RFC 3339 (UTC).
+func AppendArtifact(dst []byte, a *pb.Artifact) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = AppendString(dst, a.GetId())
+	dst = append(dst, `,"sessionId":`...)
+	dst = AppendString(dst, a.GetSessionId())
+	dst = append(dst, `,"mediaType":`...)
+	dst = AppendString(dst, a.GetMediaType())
+	dst = append(dst, `,"size":`...)
+	dst = strconv.AppendInt(dst, a.GetSize(), 10)
+	dst = append(dst, `,"sha256":`...)
+	dst = AppendString(dst, a.GetSha256())
+	dst = appendOptString(dst, "name", a.GetName())
+	dst = append(dst, `,"createdAt":"`...)
+	dst = time.UnixMilli(a.GetCreatedAtMs()).UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, '"')
+	dst = appendOptString(dst, "derivedFrom", a.GetDerivedFrom())
+	if len(a.GetMeta()) > 0 {
+		dst = append(dst, `,"meta":`...)
+		dst = append(dst, a.GetMeta()...)
+	}
+	return append(dst, '}')
 }
 
 func appendReason(dst []byte, reason string) []byte {
@@ -189,6 +225,16 @@ func AppendChunk(dst []byte, c *pb.ChatEvent) []byte {
 		if u.GetImages() > 0 {
 			dst = append(dst, `,"images":`...)
 			dst = strconv.AppendUint(dst, uint64(u.GetImages()), 10)
+		}
+		if ids := u.GetAttachmentIds(); len(ids) > 0 {
+			dst = append(dst, `,"attachmentIds":[`...)
+			for i, id := range ids {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				dst = AppendString(dst, id)
+			}
+			dst = append(dst, ']')
 		}
 		return append(dst, "}}"...)
 	case *pb.ChatEvent_TurnStart:
