@@ -119,6 +119,11 @@ type ArtifactStore interface {
 	// it together. ErrNotFound: no such session; ErrExists: the id is
 	// taken; ErrBlobGone: b is not stored. It returns the record as stored.
 	CommitArtifact(ctx context.Context, a Artifact, b Blob, quota int64) (Artifact, error)
+	// DiscardBlob deletes a blob WriteBlob returned that will not be
+	// committed (the commit was refused: quota, no session), at once rather
+	// than after the sweep's grace; bytes an artifact names are kept.
+	// Discarding a blob twice, or one swept, is not an error.
+	DiscardBlob(ctx context.Context, b Blob) error
 	// GetArtifact returns the artifact's record, or ErrNotFound.
 	GetArtifact(ctx context.Context, id string) (Artifact, error)
 	// OpenArtifact returns the artifact's record and a reader of its bytes,

@@ -131,6 +131,20 @@ func (m *Store) artifact(id string) (store.Artifact, bool) {
 	return a, true
 }
 
+// DiscardBlob implements store.ArtifactStore.
+func (m *Store) DiscardBlob(ctx context.Context, b store.Blob) error {
+	if err := store.CheckBlob(b); err != nil {
+		return fmt.Errorf("memstore: discard blob: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return store.ErrClosed
+	}
+	m.dropUnreferenced(b.Ref)
+	return nil
+}
+
 // GetArtifact implements store.ArtifactStore.
 func (m *Store) GetArtifact(ctx context.Context, id string) (store.Artifact, error) {
 	a, _, err := m.getArtifact(ctx, "get artifact", id)

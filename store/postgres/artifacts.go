@@ -279,6 +279,22 @@ func (s *Store) deleteBlob(ctx context.Context, blobID int64) (bool, error) {
 	return tag.RowsAffected() > 0, nil
 }
 
+// DiscardBlob implements store.ArtifactStore.
+func (s *Store) DiscardBlob(ctx context.Context, b store.Blob) error {
+	const op = "discard blob"
+	if err := s.begin(ctx, op, ""); err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(b.Ref, 10, 64)
+	if err := cmp.Or(store.CheckBlob(b), err); err != nil {
+		return s.fail(ctx, op, "", fmt.Errorf("%w: blob %q is not one of this store's", store.ErrInvalid, b.Ref))
+	}
+	if _, err := s.deleteBlob(ctx, id); err != nil {
+		return s.fail(ctx, op, "", err)
+	}
+	return nil
+}
+
 // GetArtifact implements store.ArtifactStore.
 func (s *Store) GetArtifact(ctx context.Context, id string) (store.Artifact, error) {
 	a, _, _, err := s.getArtifact(ctx, "get artifact", id)

@@ -77,7 +77,6 @@ func (s *Store) CommitArtifact(ctx context.Context, a store.Artifact, b store.Bl
 	a.Size, a.SHA256 = b.Size, b.SHA256
 	unlock := s.blobs.lock(b.SHA256)
 	defer unlock()
-	defer s.blobs.unpin(b.SHA256)
 	if ok, err := s.blobs.exists(b.SHA256, b.Size); err != nil {
 		return store.Artifact{}, s.fail(op, a.ID, err)
 	} else if !ok {
@@ -108,14 +107,34 @@ func (s *Store) CommitArtifact(ctx context.Context, a store.Artifact, b store.Bl
 		return err
 	})
 	if err != nil {
+		// The pin stays until the caller discards the blob (or pinTTL).
 		return store.Artifact{}, s.fail(op, a.ID, err)
 	}
+	s.blobs.unpin(b.SHA256) // named now
 	if len(a.Meta) == 0 {
 		a.Meta = nil
 	} else {
 		a.Meta = append([]byte(nil), a.Meta...)
 	}
 	return a, nil
+}
+
+// DiscardBlob implements store.ArtifactStore: the write's pin goes, then
+// the file unless an artifact names it or another write pinned it.
+func (s *Store) DiscardBlob(ctx context.Context, b store.Blob) error {
+	const op = "discard blob"
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	if err := store.CheckBlob(b); err != nil || b.Ref != b.SHA256 {
+		return s.fail(op, "", cmp.Or(err, fmt.Errorf("%w: blob %q is not one of this store's", store.ErrInvalid, b.Ref)))
+	}
+	defer s.blobs.lock(b.SHA256)()
+	s.blobs.unpin(b.SHA256)
+	if _, err := s.blobs.removeIfUnnamed(b.SHA256, pinTTL, func(sha string) (bool, error) { return s.named(ctx, sha) }); err != nil {
+		return s.fail(op, "", err)
+	}
+	return nil
 }
 
 // GetArtifact implements store.ArtifactStore.

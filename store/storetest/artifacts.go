@@ -489,8 +489,18 @@ func testArtifactQuota(t *testing.T, s store.Store) {
 	}
 	must(t, commit("q", write(600), 1000))
 	must(t, commit("q", write(400), 1000)) // exactly the quota
-	if err := commit("q", write(1), 1000); !errors.Is(err, store.ErrQuotaExceeded) {
+	refused := write(1)
+	if err := commit("q", refused, 1000); !errors.Is(err, store.ErrQuotaExceeded) {
 		t.Errorf("a byte over the quota: err = %v, want ErrQuotaExceeded", err)
+	}
+	// A refused blob is discarded at once, not left for the sweep.
+	must(t, s.DiscardBlob(ctx, refused))
+	must(t, s.DiscardBlob(ctx, refused))
+	if n, err := s.SweepBlobs(ctx, 0); err != nil || n != 0 {
+		t.Errorf("SweepBlobs after DiscardBlob = %d, %v; want 0", n, err)
+	}
+	if err := commit("q2", refused, 0); !errors.Is(err, store.ErrBlobGone) {
+		t.Errorf("commit of a discarded blob: err = %v, want ErrBlobGone", err)
 	}
 	if err := commit("q", write(1), 0); err != nil { // no quota
 		t.Errorf("no quota: %v", err)
@@ -597,6 +607,13 @@ func testArtifactSameBytes(t *testing.T, s store.Store) {
 	}
 	if n, err := s.SweepBlobs(ctx, 0); err != nil || n != 0 {
 		t.Errorf("SweepBlobs = %d, %v; want 0 (the bytes are still named)", n, err)
+	}
+	// Discarding a blob of bytes an artifact names keeps them.
+	again, err := s.WriteBlob(ctx, bytes.NewReader(data), -1)
+	must(t, err)
+	must(t, s.DiscardBlob(ctx, again))
+	if _, read := readAll(t, s, arts[1].ID); !bytes.Equal(read, data) {
+		t.Error("discarding a blob of equal bytes took a named artifact's bytes")
 	}
 	for i, a := range arts {
 		if i%2 == 1 {
@@ -890,10 +907,11 @@ func testArtifactClosed(t *testing.T, s store.Store) {
 	_, sweepErr := s.SweepBlobs(ctx, 0)
 	_, keysErr := s.SigningKeys(ctx, bytes.Repeat([]byte{1}, 32))
 	_, rotErr := s.RotateSigningKey(ctx, bytes.Repeat([]byte{1}, 32), 0)
+	discardErr := s.DiscardBlob(ctx, b)
 	for name, err := range map[string]error{
 		"WriteBlob": writeErr, "CommitArtifact": commitErr, "GetArtifact": getErr, "OpenArtifact": openErr,
 		"ListArtifacts": listErr, "DeleteArtifact": delErr, "ArtifactBytes": bytesErr, "SweepBlobs": sweepErr,
-		"SigningKeys": keysErr, "RotateSigningKey": rotErr,
+		"SigningKeys": keysErr, "RotateSigningKey": rotErr, "DiscardBlob": discardErr,
 	} {
 		if !errors.Is(err, store.ErrClosed) {
 			t.Errorf("%s after Close: err = %v, want ErrClosed", name, err)
