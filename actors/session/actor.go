@@ -210,6 +210,8 @@ func (s *sessionActor) live(ctx actor.Context) {
 		s.uiResponse(ctx, m)
 	case *pb.Stop:
 		s.stop(ctx, m)
+	case *pb.ArtifactNotice:
+		s.artifactNotice(ctx, m)
 
 	// Children.
 	case *pb.StateCommitted:
@@ -271,6 +273,9 @@ func (s *sessionActor) ended(ctx actor.Context) {
 		s.getMessages(ctx, m)
 	case *pb.Stop:
 		s.stopEnded(ctx, m)
+	case *pb.ArtifactNotice:
+		// Nobody watches an ended session.
+		ctx.Respond(&pb.ArtifactNoticeResult{Ok: true})
 	case *pb.Subscribe, *pb.Prompt, *pb.Abort, *pb.RunCommand, *pb.SetState, *pb.UIResponse:
 		s.refuseEnded(ctx)
 	case *kvPersisted:

@@ -26,6 +26,11 @@ const (
 	ModeIdle = hub.ModeIdle
 )
 
+// StopDeleted is the reason of a Stop that deletes the session (DELETE
+// ?purge=true, the retention sweep): the session ends, its clients get
+// end{reason:"deleted"}, and its actor stops before its rows go.
+const StopDeleted = "deleted"
+
 // Session-level error codes (the request was refused; not a command outcome).
 const (
 	CodeNotFound      = "not_found"

@@ -15,6 +15,7 @@ import (
 	"github.com/surfaced/surfaced/actors/session/internal/turn"
 	"github.com/surfaced/surfaced/actors/surface"
 	proc "github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/artifact"
 	"github.com/surfaced/surfaced/internal/clock"
 	"github.com/surfaced/surfaced/internal/lograte"
 	"github.com/surfaced/surfaced/metrics"
@@ -131,6 +132,9 @@ type Deps struct {
 	// AgentTap, when set, gives each agent process a session starts a tap
 	// that sees its lines both ways, its stderr and its exit (nil: none).
 	AgentTap func(sessionID string) proc.Tap
+	// Artifacts are the daemon's artifacts (optional): the agent lines of
+	// a session put, get, list and sign its artifacts through it.
+	Artifacts *artifact.Service
 
 	// Leaser, when set (a cluster), fences the session: an activation takes
 	// the session's lease before it writes anything and writes under its

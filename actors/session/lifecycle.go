@@ -164,13 +164,19 @@ func (s *sessionActor) sleep(ctx actor.Context, why string) {
 }
 
 // stop answers Stop: DELETE ends the session; shutdown, idle and moved put
-// it to sleep and stop the actor.
+// it to sleep and stop the actor; deleted (DELETE ?purge=true) ends it and
+// stops the actor, whose rows are deleted next.
 func (s *sessionActor) stop(ctx actor.Context, m *pb.Stop) {
 	if !s.allowed(m.GetCaller()) {
 		ctx.Respond(&pb.StopResult{Error: notFound()})
 		return
 	}
 	switch m.GetReason() {
+	case StopDeleted:
+		s.end(ctx, StopDeleted, "", "")
+		s.flush(ctx)
+		ctx.Respond(&pb.StopResult{Ok: true})
+		ctx.Stop(ctx.Self())
 	case "shutdown", "idle", "moved":
 		s.sleep(ctx, m.GetReason())
 		s.hub.End(m.GetReason())
@@ -191,7 +197,7 @@ func (s *sessionActor) stopEnded(ctx actor.Context, m *pb.Stop) {
 		return
 	}
 	switch m.GetReason() {
-	case "shutdown", "idle", "moved":
+	case "shutdown", "idle", "moved", StopDeleted:
 		s.hub.End(m.GetReason())
 		s.flush(ctx)
 		ctx.Respond(&pb.StopResult{Ok: true})

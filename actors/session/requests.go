@@ -43,7 +43,16 @@ func (s *sessionActor) prompt(ctx actor.Context, m *pb.Prompt) {
 		ctx.Respond(&pb.PromptResult{Error: storeUnavailable("the prompt was not taken")})
 		return
 	}
-	id, refused := s.turns.Prompt(turn.Prompt{Text: m.GetMessage(), Images: m.GetImages(), Via: m.GetCaller().GetVia(), Tag: m.GetClientTag()})
+	for _, a := range m.GetAttachments() {
+		// The sender checked them; an attachment of another session would
+		// hand the agent someone else's bytes.
+		if a.GetSessionId() != s.rec.ID {
+			ctx.Respond(&pb.PromptResult{Error: pb.Err(CodeInvalid, fmt.Sprintf("%s is not an artifact of this session", a.GetId()))})
+			return
+		}
+	}
+	id, refused := s.turns.Prompt(turn.Prompt{Text: m.GetMessage(), Images: m.GetImages(), Attachments: m.GetAttachments(),
+		Via: m.GetCaller().GetVia(), Tag: m.GetClientTag()})
 	if refused != nil {
 		ctx.Respond(&pb.PromptResult{Error: refused})
 		return
@@ -146,4 +155,21 @@ func (s *sessionActor) runCommand(ctx actor.Context, m *pb.RunCommand) {
 func (s *sessionActor) refuseCommand(ctx actor.Context, code, msg string) {
 	s.deps.Metrics.Command(code)
 	ctx.Respond(&pb.CommandResult{Refused: pb.Err(code, msg)})
+}
+
+// artifactNotice emits the artifact frame for an artifact of the session
+// that was added or deleted (by an HTTP request on any node, or by the
+// agent). Not sticky: a client that was not watching lists them.
+func (s *sessionActor) artifactNotice(ctx actor.Context, m *pb.ArtifactNotice) {
+	if !m.GetCaller().GetSystem() {
+		ctx.Respond(&pb.ArtifactNoticeResult{Error: notFound()})
+		return
+	}
+	ev := m.GetEvent()
+	if ev.GetArtifact().GetSessionId() != s.rec.ID {
+		ctx.Respond(&pb.ArtifactNoticeResult{Error: pb.Err(CodeInvalid, "the artifact is not one of this session's")})
+		return
+	}
+	s.emit(pb.ArtifactOf(ev.GetEvent(), ev.GetArtifact()), "")
+	ctx.Respond(&pb.ArtifactNoticeResult{Ok: true})
 }

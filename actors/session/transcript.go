@@ -100,7 +100,7 @@ func transcriptOf(entries []store.Entry) *pb.Transcript {
 		}
 		out.Entries = append(out.Entries, &pb.TranscriptEntry{Role: e.Role, Text: e.Text, ToolCallId: e.ToolCallID,
 			ToolName: e.ToolName, ToolArgs: e.ToolArgs, ToolResult: e.ToolResult, IsError: e.IsError,
-			AtMs: e.At.UnixMilli(), Via: e.Via, TurnId: e.TurnID, PromptId: e.PromptID})
+			AtMs: e.At.UnixMilli(), Via: e.Via, TurnId: e.TurnID, PromptId: e.PromptID, AttachmentIds: e.AttachmentIDs})
 	}
 	return out
 }

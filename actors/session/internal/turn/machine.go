@@ -75,6 +75,10 @@ type Command struct {
 	// ReplyID is the command's id when its answer must come back to Reply
 	// (it begins with ReplyPrefix); empty when no answer is awaited.
 	ReplyID string
+	// Attachments are, on a prompt command, the artifacts the turn's
+	// prompts attached, in order (records, never bytes). Line does not
+	// carry them: the session delivers them as its agent takes them.
+	Attachments []*pb.Artifact
 }
 
 // Config is what a Machine is made with.
@@ -112,6 +116,10 @@ type Config struct {
 type Prompt struct {
 	Text   string
 	Images []*pb.Image
+	// Attachments are artifacts of the session the prompt attaches (the
+	// sender checked them); the transcript and the user message carry
+	// their ids.
+	Attachments []*pb.Artifact
 	// Via is who sent it: browser, acp, agent.
 	Via string
 	// Tag is the client's own tag, echoed in the user message.
@@ -129,11 +137,12 @@ type Accepted struct {
 // queued is a prompt in the inbox: waiting for its record, then for its
 // turn.
 type queued struct {
-	id     uint64
-	text   string
-	images []*pb.Image
-	via    string
-	tag    string
+	id          uint64
+	text        string
+	images      []*pb.Image
+	attachments []*pb.Artifact
+	via         string
+	tag         string
 	// recorded: its user entry is durable, and it is accepted.
 	recorded bool
 	// turn is the turn id its record names: handed out with the prompt when
@@ -298,7 +307,7 @@ func turnStart(id uint64, promptIDs []uint64) *pb.ChatEvent_TurnStart {
 func (m *Machine) Prompt(p Prompt) (id uint64, refused *pb.Error) {
 	size := promptSize(p.Text, p.Images)
 	switch {
-	case strings.TrimSpace(p.Text) == "" && len(p.Images) == 0:
+	case strings.TrimSpace(p.Text) == "" && len(p.Images) == 0 && len(p.Attachments) == 0:
 		return 0, pb.Err(CodeEmptyPrompt, "the prompt has no text")
 	case size > m.promptBytes:
 		return 0, pb.Err(CodeTooLarge, fmt.Sprintf("the prompt is %d bytes, over the %d-byte limit (limits.prompt_bytes)", size, m.promptBytes))
@@ -311,14 +320,15 @@ func (m *Machine) Prompt(p Prompt) (id uint64, refused *pb.Error) {
 		return 0, pb.Err(CodeInboxFull, fmt.Sprintf("%d bytes of prompts are already waiting; this one (%d bytes) would pass the %d-byte limit (limits.inbox_bytes)",
 			held, size, m.inboxBytes))
 	}
-	q := queued{id: m.next(&m.promptID), text: p.Text, images: p.Images, via: p.Via, tag: p.Tag, size: size}
+	q := queued{id: m.next(&m.promptID), text: p.Text, images: p.Images, attachments: p.Attachments, via: p.Via, tag: p.Tag, size: size}
 	if m.cur == nil && m.ready && len(m.inbox) == 0 {
 		// It will start a turn as soon as it is recorded: its record names
 		// that turn, and the turn does not write it again.
 		q.turn = m.next(&m.turnID)
 	}
 	m.inbox = append(m.inbox, q)
-	m.out.Record(q.id, store.Entry{Role: "user", Text: q.text, Via: q.via, TurnID: q.turn, PromptID: q.id, At: m.stamp()})
+	m.out.Record(q.id, store.Entry{Role: "user", Text: q.text, Via: q.via, TurnID: q.turn, PromptID: q.id, At: m.stamp(),
+		AttachmentIDs: attachmentIDs(q.attachments)})
 	return q.id, nil
 }
 
@@ -334,7 +344,8 @@ func (m *Machine) Recorded(id uint64) (Accepted, bool) {
 	q.recorded = true
 	waits := m.cur != nil || !m.ready || i > 0 || q.failWhy != ""
 	m.chat(&pb.ChatEvent_UserMessage{UserMessage: &pb.UserMessage{
-		PromptId: q.id, Text: q.text, Via: q.via, Tag: q.tag, Queued: waits, Images: uint32(len(q.images))}})
+		PromptId: q.id, Text: q.text, Via: q.via, Tag: q.tag, Queued: waits, Images: uint32(len(q.images)),
+		AttachmentIds: attachmentIDs(q.attachments)}})
 	if q.failWhy != "" {
 		failed := *q
 		m.inbox = append(m.inbox[:i], m.inbox[i+1:]...)
@@ -506,6 +517,7 @@ func (m *Machine) maybeStart() {
 	}
 	texts := make([]string, 0, len(batch))
 	var images []proc.ImageContent
+	var attachments []*pb.Artifact
 	var entries []store.Entry
 	at := m.stamp()
 	for _, q := range batch {
@@ -514,10 +526,12 @@ func (m *Machine) maybeStart() {
 		for _, im := range q.images {
 			images = append(images, proc.ImageContent{Type: "image", Data: im.GetData(), MimeType: im.GetMimeType()})
 		}
+		attachments = append(attachments, q.attachments...)
 		if q.turn != t.id {
 			// Recorded while it waited: the transcript says which turn
 			// answered it (readers keep a prompt's last entry).
-			entries = append(entries, store.Entry{Role: "user", Text: q.text, Via: q.via, TurnID: t.id, PromptID: q.id, At: at})
+			entries = append(entries, store.Entry{Role: "user", Text: q.text, Via: q.via, TurnID: t.id, PromptID: q.id, At: at,
+				AttachmentIDs: attachmentIDs(q.attachments)})
 		}
 	}
 	m.cur = t
@@ -527,8 +541,25 @@ func (m *Machine) maybeStart() {
 	t.promptReq = m.reqID("prompt")
 	m.out.Status()
 	m.chat(turnStart(t.id, t.promptIDs))
-	m.send(proc.PromptCommand{ID: t.promptReq, Type: proc.CmdPrompt, Message: strings.Join(texts, "\n\n"), Images: images}, t.promptReq)
-	m.log.Info("turn started", "turn", t.id, "prompts", len(batch))
+	line, err := proc.Marshal(proc.PromptCommand{ID: t.promptReq, Type: proc.CmdPrompt, Message: strings.Join(texts, "\n\n"), Images: images})
+	if err != nil { // a plain struct: cannot happen
+		m.log.Error("agent command not marshalable", "err", err)
+		return
+	}
+	m.out.Send(Command{Line: line, ReplyID: t.promptReq, Attachments: attachments})
+	m.log.Info("turn started", "turn", t.id, "prompts", len(batch), "attachments", len(attachments))
+}
+
+// attachmentIDs are the ids of attachments; nil when there are none.
+func attachmentIDs(attachments []*pb.Artifact) []string {
+	if len(attachments) == 0 {
+		return nil
+	}
+	ids := make([]string, len(attachments))
+	for i, a := range attachments {
+		ids[i] = a.GetId()
+	}
+	return ids
 }
 
 // startAgentTurn opens a turn for a run the agent started on its own (an
