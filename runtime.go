@@ -27,6 +27,8 @@ import (
 	"github.com/surfaced/surfaced/actors/session"
 	"github.com/surfaced/surfaced/actors/surface"
 	"github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/artifact"
+	"github.com/surfaced/surfaced/internal/clock"
 	"github.com/surfaced/surfaced/metrics"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
@@ -88,6 +90,17 @@ type Config struct {
 	// (every agent's process tree still ends with it while the runtime
 	// runs, and agents die with the process).
 	AgentDir string
+	// Artifacts bound the sessions' artifacts (config limits.artifact_bytes,
+	// limits.session_artifact_bytes, limits.artifact_url_ttl).
+	Artifacts artifact.Limits
+	// EndedRetention, when set, deletes ended sessions (their rows and
+	// artifacts) once they have been ended this long (config
+	// limits.ended_retention); 0 keeps them.
+	EndedRetention time.Duration
+	// Clock runs the runtime's sweeps (orphaned artifact bytes, ended
+	// sessions) and dates signed URLs (nil: the wall clock). Sessions keep
+	// the wall clock.
+	Clock clock.Clock
 }
 
 // Runtime hosts sessions.
@@ -102,6 +115,9 @@ type Runtime struct {
 	deps    *session.Deps
 	metrics *metrics.Metrics
 	tracker *agentproc.Tracker
+	arts    *artifact.Service
+	clock   clock.Clock
+	janitor *janitor
 
 	liveMu sync.Mutex
 	live   map[string]*actor.PID // sessions active on this node
@@ -169,6 +185,18 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	r.tracker = tracker
 	r.metrics = metrics.New(reg)
+	r.clock = cfg.Clock
+	if r.clock == nil {
+		r.clock = clock.Real{}
+	}
+	actx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	arts, err := artifact.New(actx, artifact.Config{Store: cfg.Store, Limits: cfg.Artifacts, Clock: r.clock, Logger: log,
+		Notify: r.notifyArtifact})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("surfaced: %w", err)
+	}
+	r.arts = arts
 	r.writer = store.NewWriter(cfg.Store, cfg.StoreWorkers, log)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "surfaced_store_available", Help: "1 while the store can be written; 0 while changes are refused (store_unavailable).",
@@ -189,6 +217,7 @@ func New(cfg Config) (*Runtime, error) {
 		Props:       cfg.Props,
 		Publish:     r.Publish,
 		AgentTap:    cfg.AgentTap,
+		Artifacts:   r.arts,
 		Activated:   r.activated,
 		Deactivated: r.deactivated,
 		Tracker:     tracker,
@@ -197,13 +226,16 @@ func New(cfg Config) (*Runtime, error) {
 		if err := r.startCluster(); err != nil {
 			r.writer.Close()
 			tracker.Close(context.Background())
+			r.arts.Close()
 			return nil, err
 		}
+		r.janitor = r.startJanitor()
 		return r, nil
 	}
 	r.sys = newActorSystem(log)
 	r.local = session.NewLocal(r.sys, r.deps)
 	r.dir = r.local
+	r.janitor = r.startJanitor()
 	return r, nil
 }
 
@@ -324,6 +356,9 @@ func (r *Runtime) Local() *session.Local { return r.local }
 
 // Store is the session store.
 func (r *Runtime) Store() store.Store { return r.cfg.Store }
+
+// Artifacts are the sessions' artifacts.
+func (r *Runtime) Artifacts() *artifact.Service { return r.arts }
 
 // Metrics are the daemon's collectors.
 func (r *Runtime) Metrics() *metrics.Metrics { return r.metrics }
@@ -507,6 +542,8 @@ func (r *Runtime) awaitNewDirectory(ctx context.Context, old session.Directory) 
 func (r *Runtime) Shutdown(ctx context.Context) error {
 	r.stopping.Store(true)
 	r.shutdownOnce.Do(func() {
+		r.janitor.stop()
+		r.arts.Close()
 		if r.local != nil {
 			r.local.Close()
 			r.local.StopAll(ctx, "shutdown")
