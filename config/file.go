@@ -121,17 +121,21 @@ type LimitsSection struct {
 
 	// What one agent, or the clients of one session, may cost the daemon
 	// (docs/configuration.md, "Limits on agents").
-	PromptBytes       Size     `yaml:"prompt_bytes"`        // one prompt, text and images; over it 413 too_large (16MiB)
-	InboxBytes        Size     `yaml:"inbox_bytes"`         // prompts queued while a turn runs, in bytes (32MiB)
-	RequestTimeout    Duration `yaml:"request_timeout"`     // a request waits this long for its session; a command's deadline (30s)
-	CommandQueue      int      `yaml:"command_queue"`       // commands waiting for one surface; over it 429 queue_full (64)
-	CommandQueueBytes Size     `yaml:"command_queue_bytes"` // ... and bytes of their args (8MiB)
-	AgentStdinBytes   Size     `yaml:"agent_stdin_bytes"`   // lines an agent has not read yet (64MiB)
-	AgentWindowBytes  Size     `yaml:"agent_window_bytes"`  // agent output read and not yet handled; past it the daemon stops reading (4MiB)
-	AgentFloodBurst   int      `yaml:"agent_flood_burst"`   // lines nobody asked for, at once ... (10000)
-	AgentFloodRate    int      `yaml:"agent_flood_rate"`    // ... and per second after; past them the agent is stopped; 0: never (100)
-	AgentLogLines     int      `yaml:"agent_log_lines"`     // stderr (and dropped) lines logged per interval, then a summary (100)
-	AgentLogInterval  Duration `yaml:"agent_log_interval"`  // (10s)
+	PromptBytes          Size     `yaml:"prompt_bytes"`           // one prompt, text and images; over it 413 too_large (16MiB)
+	InboxBytes           Size     `yaml:"inbox_bytes"`            // prompts queued while a turn runs, in bytes (32MiB)
+	RequestTimeout       Duration `yaml:"request_timeout"`        // a request waits this long for its session; a command's deadline (30s)
+	CommandQueue         int      `yaml:"command_queue"`          // commands waiting for one surface; over it 429 queue_full (64)
+	CommandQueueBytes    Size     `yaml:"command_queue_bytes"`    // ... and bytes of their args (8MiB)
+	AgentStdinBytes      Size     `yaml:"agent_stdin_bytes"`      // lines an agent has not read yet (64MiB)
+	AgentWindowBytes     Size     `yaml:"agent_window_bytes"`     // agent output read and not yet handled; past it the daemon stops reading (4MiB)
+	AgentFloodBurst      int      `yaml:"agent_flood_burst"`      // lines nobody asked for, at once ... (10000)
+	AgentFloodRate       int      `yaml:"agent_flood_rate"`       // ... and per second after; past them the agent is stopped; 0: never (100)
+	AgentLogLines        int      `yaml:"agent_log_lines"`        // stderr (and dropped) lines logged per interval, then a summary (100)
+	AgentLogInterval     Duration `yaml:"agent_log_interval"`     // (10s)
+	ArtifactBytes        Size     `yaml:"artifact_bytes"`         // one artifact (64MiB)
+	SessionArtifactBytes Size     `yaml:"session_artifact_bytes"` // all of a session's artifacts (1GiB)
+	ArtifactURLTTL       Duration `yaml:"artifact_url_ttl"`       // a signed artifact URL's lifetime (1h; at most 24h)
+	EndedRetention       Duration `yaml:"ended_retention"`        // ended sessions are deleted after this (0: kept)
 }
 
 // ACPSection configures the ACP mount (file section acp).
@@ -219,6 +223,11 @@ func DefaultLimits() LimitsSection {
 		AgentFloodRate:     100,
 		AgentLogLines:      100,
 		AgentLogInterval:   Duration(10 * time.Second),
+
+		ArtifactBytes:        64 * MiB,
+		SessionArtifactBytes: 1 * GiB,
+		ArtifactURLTTL:       Duration(time.Hour),
+		EndedRetention:       0,
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	surfaced "github.com/surfaced/surfaced"
+	"github.com/surfaced/surfaced/artifact"
 )
 
 // Environment variables the daemon reads.
@@ -158,6 +159,16 @@ func (f *File) SessionLimits() surfaced.Limits {
 		AgentLogInterval:  time.Duration(l.AgentLogInterval),
 	}
 }
+
+// ArtifactLimits are the artifact limits for surfaced.Config.Artifacts.
+func (f *File) ArtifactLimits() artifact.Limits {
+	l := f.Limits
+	return artifact.Limits{MaxBytes: int64(l.ArtifactBytes), SessionBytes: int64(l.SessionArtifactBytes), URLTTL: time.Duration(l.ArtifactURLTTL)}
+}
+
+// EndedRetention is how long ended sessions are kept, for
+// surfaced.Config.EndedRetention (0: for ever).
+func (f *File) EndedRetention() time.Duration { return time.Duration(f.Limits.EndedRetention) }
 
 // Quotas are the session quotas for surfaced.Config.Quotas: the runtime
 // enforces them on every session created, over HTTP or ACP.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/surfaced/surfaced/artifact"
 )
 
 // minMaxLine keeps max_line above what any real agent_ready or event line
@@ -189,6 +191,20 @@ func (v *validation) limits() {
 	atLeast("agent_flood_rate", int64(l.AgentFloodRate), 0)
 	atLeast("agent_log_lines", int64(l.AgentLogLines), 1)
 	positive("agent_log_interval", l.AgentLogInterval)
+	atLeastSize("artifact_bytes", l.ArtifactBytes, 1*KiB)
+	atLeastSize("session_artifact_bytes", l.SessionArtifactBytes, 1*KiB)
+	if l.SessionArtifactBytes < l.ArtifactBytes {
+		v.add("limits.session_artifact_bytes", "%s is smaller than artifact_bytes (%s); a session holds at least one artifact", l.SessionArtifactBytes, l.ArtifactBytes)
+	}
+	positive("artifact_url_ttl", l.ArtifactURLTTL)
+	if time.Duration(l.ArtifactURLTTL) > artifact.MaxURLTTL {
+		v.add("limits.artifact_url_ttl", "must be at most %s, got %s", Duration(artifact.MaxURLTTL), l.ArtifactURLTTL)
+	}
+	if l.EndedRetention < 0 {
+		v.add("limits.ended_retention", "must not be negative (0 keeps ended sessions), got %s", l.EndedRetention)
+	} else if l.EndedRetention > 0 && time.Duration(l.EndedRetention) < time.Minute {
+		v.add("limits.ended_retention", "must be at least 1m (or 0 to keep ended sessions), got %s", l.EndedRetention)
+	}
 }
 
 func (v *validation) acp() {
