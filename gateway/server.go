@@ -138,7 +138,9 @@ func isPublic(path string) bool {
 	case "/", "/index.html", "/surfaced.js", "/app.js", "/style.css", "/favicon.ico", "/healthz", "/readyz":
 		return true
 	}
-	return false
+	// An artifact's bytes: a signed URL needs no credential (the handler
+	// checks the signature, or the credential's subject when there is one).
+	return isContentPath(path)
 }
 
 // Handler is the server's http.Handler.
@@ -204,6 +206,12 @@ func (s *Server) routes() {
 	api.POST("/sessions/:id/ui-response", s.uiResponse)
 	api.GET("/sessions/:id/events", s.events)
 	api.GET("/sessions/:id/ws", s.websocket)
+	api.POST("/sessions/:id/artifacts", s.putArtifact)
+	api.GET("/sessions/:id/artifacts", s.listArtifacts)
+	api.GET("/sessions/:id/artifacts/:att", s.getArtifact)
+	api.DELETE("/sessions/:id/artifacts/:att", s.deleteArtifact)
+	api.GET("/artifacts/:att/content", s.artifactContent)
+	api.HEAD("/artifacts/:att/content", s.artifactContent)
 
 	for prefix, h := range s.opts.Mounts {
 		wrapped := echo.WrapHandler(h)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/actors/session"
+	"github.com/surfaced/surfaced/artifact"
 	"github.com/surfaced/surfaced/gateway/guard"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
@@ -199,12 +200,39 @@ func (s *Server) getSession(c echo.Context) error {
 }
 
 func (s *Server) deleteSession(c echo.Context) error {
+	switch c.QueryParam("purge") {
+	case "", "false":
+	case "true":
+		return s.purgeSession(c)
+	default:
+		return fieldErr("purge", `purge must be "true" or "false"`)
+	}
 	res, err := s.ask(c, &pb.Stop{Caller: s.caller(c), Reason: "stopped"})
 	if err != nil {
 		return err
 	}
 	if e := res.(*pb.StopResult).GetError(); e != nil {
 		return fromPB(e)
+	}
+	return c.JSON(http.StatusOK, map[string]bool{"ok": true})
+}
+
+// purgeSession deletes the session with everything of it (DELETE
+// ?purge=true): its clients get end{reason:"deleted"}, and every later
+// request about it answers 404.
+func (s *Server) purgeSession(c echo.Context) error {
+	if err := s.ownSession(c); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), session.DefaultRequestTimeout)
+	defer cancel()
+	if err := s.rt.PurgeSession(ctx, c.Param("id")); errors.Is(err, surfaced.ErrSessionNotFound) {
+		return notFound()
+	} else if err != nil {
+		if ae := fromRequestErr(err); ae != nil {
+			return ae
+		}
+		return err
 	}
 	return c.JSON(http.StatusOK, map[string]bool{"ok": true})
 }
@@ -229,13 +257,15 @@ func (s *Server) getMessages(c echo.Context) error {
 		Via        string          `json:"via,omitempty"`
 		TurnID     uint64          `json:"turnId"`
 		PromptID   uint64          `json:"promptId,omitempty"`
-		At         string          `json:"at"`
+		// The artifacts a user message attached, by id.
+		AttachmentIDs []string `json:"attachmentIds,omitempty"`
+		At            string   `json:"at"`
 	}
 	out := make([]msg, 0, len(tr.GetEntries()))
 	for _, e := range tr.GetEntries() {
 		out = append(out, msg{Role: e.GetRole(), Text: e.GetText(), ToolCallID: e.GetToolCallId(), ToolName: e.GetToolName(),
 			Args: json.RawMessage(e.GetToolArgs()), Result: json.RawMessage(e.GetToolResult()), IsError: e.GetIsError(),
-			Via: e.GetVia(), TurnID: e.GetTurnId(), PromptID: e.GetPromptId(), At: rfc3339(e.GetAtMs())})
+			Via: e.GetVia(), TurnID: e.GetTurnId(), PromptID: e.GetPromptId(), AttachmentIDs: e.GetAttachmentIds(), At: rfc3339(e.GetAtMs())})
 	}
 	return c.JSON(http.StatusOK, map[string]any{"messages": out})
 }
@@ -247,8 +277,9 @@ type imageJSON struct {
 
 func (s *Server) prompt(c echo.Context) error {
 	var body struct {
-		Message *string     `json:"message"`
-		Images  []imageJSON `json:"images"`
+		Message       *string     `json:"message"`
+		Images        []imageJSON `json:"images"`
+		AttachmentIDs []string    `json:"attachmentIds"`
 	}
 	if err := decodeBody(c, s.lim.PromptBodyBytes, &body); err != nil {
 		return err
@@ -257,6 +288,13 @@ func (s *Server) prompt(c echo.Context) error {
 		return fieldErr("message", "message is required")
 	}
 	msg := &pb.Prompt{Caller: s.caller(c), Message: *body.Message}
+	attached, err := s.attachments(c, body.AttachmentIDs)
+	if err != nil {
+		return err
+	}
+	for _, a := range attached {
+		msg.Attachments = append(msg.Attachments, artifact.ToProto(a))
+	}
 	for i, im := range body.Images {
 		field := fmt.Sprintf("images[%d]", i)
 		if im.MimeType == nil || !strings.HasPrefix(*im.MimeType, "image/") {
