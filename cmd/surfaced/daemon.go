@@ -66,6 +66,8 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 		Agents:         specs,
 		Limits:         f.SessionLimits(),
 		Quotas:         f.Quotas(),
+		Artifacts:      f.ArtifactLimits(),
+		EndedRetention: f.EndedRetention(),
 		Logger:         log,
 		WorkspaceRoots: f.WorkspaceRoots,
 		Props:          dev.runtimeProps(),

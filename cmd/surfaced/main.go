@@ -70,6 +70,7 @@ prints the URL to open (it carries a per-launch token).`,
 	root.AddCommand(inspectCmd())
 	root.AddCommand(acpCmd())
 	root.AddCommand(agentCmd())
+	root.AddCommand(adminCmd())
 	return root
 }
 
