@@ -1,19 +1,24 @@
 package gateway
 
 import (
+	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/surfaced/surfaced/actors/session"
+	"github.com/surfaced/surfaced/artifact"
 	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/internal/delivery"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
@@ -161,10 +166,25 @@ func fileOf(field string, part chatPart, sessionID string) (chatFile, error) {
 	}
 	att, ok := artifactOfURL(raw, sessionID)
 	if !ok {
+		if u, err := url.Parse(raw); err == nil && u.Scheme != "" && u.Scheme != "data" {
+			// The daemon fetches nothing on a client's word: no request to
+			// an address a client chose leaves it.
+			return chatFile{}, fieldErr(field+".url", fmt.Sprintf(
+				"%s.url is a %s: URL, and the daemon does not download files: send the bytes as a data: URL, or upload them (POST /api/sessions/{id}/artifacts) and send the url it answers",
+				field, clipScheme(u.Scheme)))
+		}
 		return chatFile{}, fieldErr(field+".url", field+".url must be a data: URL or the URL of one of this session's artifacts")
 	}
 	f.artifact = att
 	return f, nil
+}
+
+// clipScheme keeps an error message short whatever a client sent.
+func clipScheme(s string) string {
+	if len(s) > 16 {
+		return s[:16] + "…"
+	}
+	return s
 }
 
 func cutPrefixFold(s, prefix string) (string, bool) {
@@ -248,14 +268,99 @@ func validArtifactID(id string) (string, bool) {
 	return id, true
 }
 
-// attach makes the prompt's files artifacts of the session (a data: URL's
-// bytes are stored, an artifact of the session is referenced) and returns
-// their ids. This daemon keeps no artifacts yet: a file part is refused,
-// before anything reaches the session.
-func (s *Server) attach(_ echo.Context, files []chatFile) ([]string, error) {
-	return nil, apiErr(http.StatusBadRequest, "attachments_unavailable",
-		"this daemon cannot attach files to a prompt yet (it keeps no artifacts): send the message without file parts",
-		files[0].field)
+// attach makes the prompt's files attachments of the session: a data:
+// URL's bytes become a new artifact (through artifact.Service, as an upload
+// does), an artifact URL names one the session has. It answers them in the
+// parts' order, and the ids of the artifacts it made, for discard when the
+// prompt is not accepted after all. Every reference is checked before any
+// bytes are stored, and a failed store deletes what this request stored.
+func (s *Server) attach(c echo.Context, files []chatFile) (attached []artifact.Artifact, made []string, err error) {
+	if len(files) > maxAttachments {
+		return nil, nil, fieldErr(files[maxAttachments].field, fmt.Sprintf("a prompt takes at most %d files", maxAttachments))
+	}
+	if err := s.ownSession(c); err != nil {
+		return nil, nil, err
+	}
+	if s.isClosing() {
+		return nil, nil, apiErr(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
+	}
+	ctx := c.Request().Context()
+	arts := s.rt.Artifacts()
+	sessionID := c.Param("id")
+	attached = make([]artifact.Artifact, len(files))
+	seen := map[string]bool{}
+	for i, f := range files {
+		if f.artifact == "" {
+			continue
+		}
+		if seen[f.artifact] {
+			return nil, nil, fieldErr(f.field+".url", fmt.Sprintf("%s.url repeats the artifact %s", f.field, clipID(f.artifact)))
+		}
+		seen[f.artifact] = true
+		a, err := arts.Get(ctx, sessionID, f.artifact)
+		if errors.Is(err, artifact.ErrNotFound) {
+			return nil, nil, fieldErr(f.field+".url", fmt.Sprintf("%s.url names %s, which is not an artifact of this session", f.field, clipID(f.artifact)))
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("chat: look up attachment %s: %w", f.artifact, err)
+		}
+		attached[i] = a
+	}
+	for i, f := range files {
+		if f.artifact != "" {
+			continue
+		}
+		a, err := arts.Put(ctx, sessionID, bytes.NewReader(f.data), artifact.PutOptions{
+			MediaType: f.mediaType, Name: f.filename, Size: int64(len(f.data)),
+		})
+		if err != nil {
+			s.discard(c, made)
+			return nil, nil, fileErr(f, err)
+		}
+		made = append(made, a.ID)
+		attached[i] = a
+	}
+	return attached, made, nil
+}
+
+// fileErr says what was wrong with storing file f, naming its part.
+func fileErr(f chatFile, err error) error {
+	var fe *artifact.FieldError
+	if errors.As(err, &fe) {
+		field := f.field
+		switch fe.Field {
+		case "mediaType":
+			field += ".mediaType"
+		case "name":
+			field += ".filename"
+		}
+		return apiErr(http.StatusBadRequest, "invalid_field", sentence(fmt.Errorf("%s: %s", field, fe.Message)), field)
+	}
+	if errors.Is(err, artifact.ErrNotFound) {
+		return notFound() // the session went meanwhile
+	}
+	if ae := artifactErr(err); ae != nil {
+		ae.Fields = []string{f.field}
+		return ae
+	}
+	return fmt.Errorf("chat: store %s as an artifact: %w", f.field, err)
+}
+
+// discard deletes the artifacts a chat request stored for a prompt that
+// did not go out, so a refused request leaves nothing behind. It runs past
+// the request's end (the client may be gone); a failure is logged, and the
+// session keeps an artifact nobody attached.
+func (s *Server) discard(c echo.Context, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), 10*time.Second)
+	defer cancel()
+	for _, id := range ids {
+		if _, err := s.rt.Artifacts().Delete(ctx, c.Param("id"), id); err != nil && !errors.Is(err, artifact.ErrNotFound) {
+			s.log.Warn("chat: delete an attachment of a refused prompt", "session", c.Param("id"), "artifact", id, "err", err)
+		}
+	}
 }
 
 // chat serves POST /api/sessions/{id}/chat: the last user message of the
@@ -272,25 +377,36 @@ func (s *Server) chat(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	msg := &pb.Prompt{Caller: s.caller(c), Message: p.text}
+	var made []string
 	if len(p.files) > 0 {
-		if _, err := s.attach(c, p.files); err != nil {
+		attached, m, err := s.attach(c, p.files)
+		if err != nil {
 			return err
 		}
+		made = m
+		for _, a := range attached {
+			msg.Attachments = append(msg.Attachments, artifact.ToProto(a))
+		}
 	}
-	tag := chatTag()
+	msg.ClientTag = chatTag()
 	st, err := s.subscribe(c, "chat", &pb.Subscribe{From: pb.SubscribeFrom_SUBSCRIBE_FROM_NOW},
-		func(q *delivery.Queue) delivery.Sink { return &turnSink{q: q, tag: tag} })
+		func(q *delivery.Queue) delivery.Sink { return &turnSink{q: q, tag: msg.ClientTag} })
 	if err != nil {
+		s.discard(c, made)
 		return err
 	}
-	res, err := s.ask(c, &pb.Prompt{Caller: s.caller(c), Message: p.text, ClientTag: tag})
+	res, err := s.ask(c, msg)
 	if err != nil {
+		// Whether the session took the prompt is not known (a timeout):
+		// its attachments stay.
 		st.close()
 		return err
 	}
 	r := res.(*pb.PromptResult)
 	if r.GetError() != nil {
 		st.close()
+		s.discard(c, made)
 		ae := fromPB(r.GetError())
 		if ae.Code == session.CodeEmptyPrompt {
 			ae.Fields = []string{"messages"}
