@@ -470,3 +470,54 @@ func TestAISDKSessionRestartBetweenMessages(t *testing.T) {
 		t.Fatalf("answers %s %q and %s %q", a.ID, a.text("text"), b.ID, b.text("text"))
 	}
 }
+
+// The SDK's files (FileUIParts, first in the user message) reach the
+// session: a data: URL, as a browser's file input makes it, is stored as an
+// artifact and attached; the url of one of the session's artifacts attaches
+// that one; another URL is refused, and the SDK reports the daemon's error.
+func TestAISDKFiles(t *testing.T) {
+	d, id, _ := sdkDaemon(t)
+	doc, signed := put(t, d, id, "?name=doc.pdf", "application/pdf", []byte("%PDF-1.7"))
+	img := []byte("\x89PNG\r\n\x1a\n not really an image")
+	files := func(parts ...map[string]any) string {
+		b, _ := json.Marshal(parts)
+		return "SURFACED_FILES=" + string(b)
+	}
+	var out sdkChat
+	startScenario(t, d, id, "files", []string{"what is this?"}, files(
+		filePart(dataURL("image/png", img), "image/png", "cat.png"),
+		filePart(d.URL+signed, "application/pdf", "doc.pdf"),
+	)).wait(&out)
+	if out.Status != "ready" || out.Error != "" || len(out.Messages) != 2 || out.Messages[1].text("text") != "You said: what is this?" {
+		t.Fatalf("chat: %+v", out)
+	}
+	if p := out.Messages[0].Parts; len(p) != 3 || p[0].Type != "file" || p[1].Type != "file" || p[2].Type != "text" {
+		t.Fatalf("the SDK's user message: %+v", out.Messages[0])
+	}
+	ids := listIDs(t, d, id)
+	if len(ids) != 2 || ids[1] != doc["id"] {
+		t.Fatalf("artifacts %v", ids)
+	}
+	_, a := d.JSON("GET", "/api/sessions/"+id+"/artifacts/"+ids[0], nil)
+	if got := a["artifact"].(map[string]any); got["name"] != "cat.png" || got["mediaType"] != "image/png" || got["sha256"] != sha(img) {
+		t.Fatalf("the stored file: %v", got)
+	}
+	_, msgs := d.JSON("GET", "/api/sessions/"+id+"/messages", nil)
+	first := msgs["messages"].([]any)[0].(map[string]any)
+	if got, _ := first["attachmentIds"].([]any); len(got) != 2 || got[0] != ids[0] || got[1] != doc["id"] || first["text"] != "what is this?" {
+		t.Fatalf("transcript %v", first)
+	}
+
+	// A URL the daemon would have to download: the request fails with
+	// the daemon's answer, nothing reaches the session.
+	var refused sdkChat
+	startScenario(t, d, id, "files", []string{"and this?"}, files(
+		filePart("https://example.invalid/cat.png", "image/png", "cat.png"),
+	)).wait(&refused)
+	if refused.Status != "error" || !strings.Contains(refused.Error, "invalid_field") || !strings.Contains(refused.Error, "does not download") {
+		t.Fatalf("an https file: %+v", refused)
+	}
+	if _, msgs := d.JSON("GET", "/api/sessions/"+id+"/messages", nil); len(msgs["messages"].([]any)) != 2 {
+		t.Fatalf("transcript after the refusal: %v", msgs)
+	}
+}

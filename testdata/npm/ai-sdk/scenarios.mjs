@@ -235,6 +235,16 @@ const scenarios = {
     return { messages: chat.messages, status: chat.status, error: chat.error?.message };
   },
 
+  // sendMessage with files: SURFACED_FILES holds FileUIParts as a browser's
+  // file input gives them (convertFileListToFileUIParts: data: URLs), or
+  // as an app builds them (the url of an artifact, any other URL).
+  async files() {
+    const files = JSON.parse(process.env.SURFACED_FILES || "[]");
+    const chat = new Chat({ transport: transport() });
+    await chat.sendMessage({ text: args[0], files });
+    return { messages: chat.messages, status: chat.status, error: chat.error?.message };
+  },
+
   // Nothing runs: the resume answers 204, which the SDK reads as nothing.
   async idle() {
     return { resumed: await transport().reconnectToStream({ chatId: session }) };
