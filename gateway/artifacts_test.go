@@ -653,3 +653,81 @@ func TestPurgeSession(t *testing.T) {
 		t.Errorf("the other session's artifact: %d %s", resp.StatusCode, b)
 	}
 }
+
+// A signature opens the one artifact it was made for, and nothing else:
+// another subject holding a valid signature (for an artifact of its own,
+// or for another of the owner's) reaches the owner's artifact on no route,
+// and finds it exactly as it finds a missing one.
+func TestArtifactForeignSignatures(t *testing.T) {
+	d, _ := artifactDaemon(t)
+	bob := d.As(bobToken)
+	alices := d.Create(nil)
+	bobs := bob.Create(nil)
+	secret, _ := put(t, d, alices, "", "text/plain", []byte("alice's secret"))
+	_, aliceOther := put(t, d, alices, "", "text/plain", []byte("alice's other"))
+	_, bobOwn := put(t, bob, bobs, "", "text/plain", []byte("bob's"))
+	att := secret["id"].(string)
+	missing := artifact.NewID()
+	sigOf := func(u string) string { return "?" + strings.SplitN(u, "?", 2)[1] }
+
+	for _, signed := range []struct{ name, query string }{
+		{"bob's own signature", sigOf(bobOwn)},
+		{"a signature for another of alice's", sigOf(aliceOther)},
+	} {
+		// The content: with bob's credential or none, alice's artifact
+		// answers as a missing one does.
+		for _, who := range []struct {
+			name string
+			h    http.Header
+		}{{"bob", bearer(bobToken)}, {"no credential", nil}} {
+			got, gotBody := raw(t, "GET", d.URL+"/api/artifacts/"+att+"/content"+signed.query, nil, who.h)
+			want, wantBody := raw(t, "GET", d.URL+"/api/artifacts/"+missing+"/content"+signed.query, nil, who.h)
+			if got.StatusCode != 404 || errCode(t, gotBody) != "not_found" || string(gotBody) != string(wantBody) || want.StatusCode != 404 {
+				t.Errorf("%s, %s: alice's %d %s; a missing one %d %s", signed.name, who.name, got.StatusCode, gotBody, want.StatusCode, wantBody)
+			}
+		}
+		// The session routes take no signature: bob's credential with one
+		// is still bob's, and alice's session is missing to him.
+		for _, tc := range []struct{ method, path string }{
+			{"GET", "/api/sessions/" + alices + "/artifacts"},
+			{"GET", "/api/sessions/" + alices + "/artifacts/" + att},
+			{"DELETE", "/api/sessions/" + alices + "/artifacts/" + att},
+			{"POST", "/api/sessions/" + alices + "/artifacts"},
+		} {
+			resp, b := raw(t, tc.method, d.URL+tc.path+signed.query, strings.NewReader("x"), bearer(bobToken))
+			if resp.StatusCode != 404 || errCode(t, b) != "not_found" {
+				t.Errorf("%s: bob %s %s: %d %s", signed.name, tc.method, tc.path, resp.StatusCode, b)
+			}
+			// Without a credential a signature opens no session route.
+			resp, b = raw(t, tc.method, d.URL+tc.path+signed.query, strings.NewReader("x"), nil)
+			if resp.StatusCode != 401 || errCode(t, b) != "unauthorized" {
+				t.Errorf("%s: no credential %s %s: %d %s", signed.name, tc.method, tc.path, resp.StatusCode, b)
+			}
+		}
+	}
+
+	// Alice's artifact attached to bob's own session: refused as a missing
+	// one is, by the prompt and by the chat endpoint (even by its signed
+	// URL, which bob may hold).
+	_, aliceSigned := put(t, d, alices, "", "image/png", []byte("png"))
+	aliceSignedID := strings.TrimSuffix(strings.TrimPrefix(strings.Split(aliceSigned, "?")[0], "/api/artifacts/"), "/content")
+	for _, id := range []string{aliceSignedID, missing} {
+		st, out := bob.JSON("POST", "/api/sessions/"+bobs+"/prompt", map[string]any{"message": "x", "attachmentIds": []string{id}})
+		if st != 400 || daemon.ErrCode(out) != "invalid_field" || !strings.Contains(fmt.Sprint(out), "not an artifact of this session") {
+			t.Errorf("bob attaches %s by id: %d %v", id, st, out)
+		}
+	}
+	for _, u := range []string{aliceSigned, "/api/artifacts/" + missing + "/content"} {
+		_, st, text := bob.Chat(bobs, chatWith(filePart(u, "image/png", "")))
+		if st != 400 || !strings.Contains(text, "invalid_field") || !strings.Contains(text, "not an artifact of this session") {
+			t.Errorf("bob attaches %s in a chat: %d %s", u, st, text)
+		}
+	}
+	// Nothing of alice's changed, and bob's session holds only its own.
+	if st, _ := d.JSON("GET", "/api/sessions/"+alices+"/artifacts/"+att, nil); st != 200 {
+		t.Errorf("alice's artifact after bob's tries: %d", st)
+	}
+	if got := listIDs(t, bob, bobs); len(got) != 1 {
+		t.Errorf("bob's session holds %v", got)
+	}
+}
