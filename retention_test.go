@@ -2,7 +2,12 @@ package surfaced_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +97,72 @@ func TestEndedRetention(t *testing.T) {
 	// Nothing of the deleted session is left for the sweep either.
 	if n, err := st.SweepBlobs(ctx, 0); err != nil || n != 0 {
 		t.Errorf("SweepBlobs after the purge = %d, %v; want 0", n, err)
+	}
+}
+
+// The daemon sweeps orphaned bytes on its own: a file a put left under its
+// final name without a record (the process died between the two steps)
+// is deleted by the janitor once it is older than the sweep's grace, and
+// nothing an artifact names is touched.
+func TestOrphanSweep(t *testing.T) {
+	dir := t.TempDir()
+	st, err := sqlite.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	clk := clock.NewFake(time.Now())
+	h := newHarness(t, st, func(c *surfaced.Config) { c.Clock = clk })
+	ctx := context.Background()
+	kept, err := h.rt.Artifacts().Put(ctx, h.create(""), strings.NewReader("named bytes"), artifact.PutOptions{MediaType: "text/plain", Size: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a crash between the bytes and the record leaves: the file under
+	// its SHA-256, no record naming it. One old, one young.
+	orphan := func(content string, age time.Duration) string {
+		sum := sha256.Sum256([]byte(content))
+		sha := hex.EncodeToString(sum[:])
+		p := filepath.Join(dir, "artifacts", "blobs", sha[:2], sha)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-age)
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	old := orphan("left by a crash two hours ago", 2*time.Hour)
+	young := orphan("left by a crash a minute ago", time.Minute)
+	keptPath := filepath.Join(dir, "artifacts", "blobs", kept.SHA256[:2], kept.SHA256)
+	if err := os.Chtimes(keptPath, time.Now().Add(-3*time.Hour), time.Now().Add(-3*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+
+	ran := h.rt.JanitorRan()
+	clk.Advance(15 * time.Minute)
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the janitor did not run")
+	}
+	if _, err := os.Stat(old); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the old orphan is still there: %v", err)
+	}
+	if _, err := os.Stat(young); err != nil {
+		t.Errorf("the young orphan (a put in flight, perhaps) went: %v", err)
+	}
+	_, r, err := h.rt.Artifacts().Open(ctx, kept.ID)
+	if err != nil {
+		t.Fatalf("the named bytes: %v", err)
+	}
+	b, _ := io.ReadAll(r)
+	r.Close()
+	if string(b) != "named bytes" {
+		t.Errorf("the named bytes read %q", b)
 	}
 }
