@@ -59,6 +59,10 @@ type Manifest struct {
 	// GoBuild is the Go package to build: a directory relative to Dir
 	// (".", "./cmd/agent") or an import path.
 	GoBuild string `json:"go_build,omitempty"`
+	// Panels maps a surface domain to the ES module the web UI mounts for
+	// it: a path inside the agent directory's ui/ folder ("ui/demo.js").
+	// Naming any panel makes the daemon serve ui/ at /agents/{name}/ui/.
+	Panels map[string]string `json:"panels,omitempty"`
 
 	// Dir is the agent directory (absolute): go build runs there, and cwd,
 	// command paths and {{dir}} are relative to it. For an inline agent it
@@ -70,13 +74,14 @@ type Manifest struct {
 
 var (
 	nameRe   = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+	domainRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 	envKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 const maxNameLen = 64
 
 // manifestFields are the keys agent.json may have.
-var manifestFields = []string{"name", "title", "description", "command", "args", "env", "cwd", "images", "go_build"}
+var manifestFields = []string{"name", "title", "description", "command", "args", "env", "cwd", "images", "go_build", "panels"}
 
 // LoadManifest reads dir/agent.json. The manifest is strict: unknown
 // fields, duplicate fields and values of the wrong type are errors naming
@@ -182,6 +187,8 @@ func parseManifest(data []byte, source string) (Manifest, map[string]int, error)
 			m.Args = jsonStrings(raw, key, line, fail)
 		case "env":
 			m.Env = jsonEnv(raw, key, line, fail)
+		case "panels":
+			m.Panels = jsonPanels(raw, key, line, fail)
 		case "images":
 			switch jsonKind(raw) {
 			case "true", "false", "null":
@@ -274,6 +281,30 @@ func jsonEnv(raw json.RawMessage, key string, line int, fail failFunc) map[strin
 	return out
 }
 
+func jsonPanels(raw json.RawMessage, key string, line int, fail failFunc) map[string]string {
+	switch jsonKind(raw) {
+	case "null":
+		return nil
+	case "an object":
+	default:
+		fail(line, key, "must be an object of domain to module ({\"demo\": \"ui/demo.js\"}), got %s", jsonKind(raw))
+		return nil
+	}
+	var items map[string]json.RawMessage
+	_ = json.Unmarshal(raw, &items)
+	out := make(map[string]string, len(items))
+	for _, k := range slices.Sorted(maps.Keys(items)) {
+		if jsonKind(items[k]) != "a string" {
+			fail(line, key+"."+k, "must be a string (a path such as \"ui/%s.js\"), got %s", k, jsonKind(items[k]))
+			continue
+		}
+		var s string
+		_ = json.Unmarshal(items[k], &s)
+		out[k] = s
+	}
+	return out
+}
+
 // jsonKind names the kind of a well-formed JSON value.
 func jsonKind(raw json.RawMessage) string {
 	t := bytes.TrimSpace(raw)
@@ -351,6 +382,7 @@ func (m *Manifest) finish() []problem {
 			add("env", "env.%s contains a NUL byte", k)
 		}
 	}
+	ps = append(ps, m.checkPanels()...)
 	if len(ps) > 0 {
 		return ps
 	}
@@ -383,6 +415,79 @@ func (m *Manifest) finish() []problem {
 		}
 	}
 	return ps
+}
+
+// UIFolder is the folder of an agent directory that holds its web UI
+// files; the daemon serves it at /agents/{name}/ui/.
+const UIFolder = "ui"
+
+// checkPanels: every panel is a .js or .mjs file inside ui/, named by a
+// clean relative path that stays there (no "..", no hidden segment, no
+// symbolic link out of ui/).
+func (m *Manifest) checkPanels() []problem {
+	var ps []problem
+	if len(m.Panels) == 0 {
+		return nil
+	}
+	add := func(format string, args ...any) {
+		ps = append(ps, problem{"panels", fmt.Sprintf(format, args...)})
+	}
+	var root *os.Root
+	if m.Dir != "" {
+		r, err := os.OpenRoot(filepath.Join(m.Dir, UIFolder))
+		if err != nil {
+			add("panels: the agent directory has no %s/ folder: %v", UIFolder, err)
+			return ps
+		}
+		defer r.Close()
+		root = r
+	}
+	for _, domain := range slices.Sorted(maps.Keys(m.Panels)) {
+		p := m.Panels[domain]
+		rel, ok := strings.CutPrefix(p, UIFolder+"/")
+		switch {
+		case !domainRe.MatchString(domain):
+			add("panels: %q is not a domain name (letters, digits, '.', '_' and '-', at most 64)", domain)
+		case !ok || !fs.ValidPath(rel) || strings.ContainsRune(rel, '\\'):
+			add("panels.%s: %q must be a path inside %s/ such as \"%s/%s.js\" (forward slashes, no \"..\")", domain, p, UIFolder, UIFolder, domain)
+		case hasHiddenSegment(rel):
+			add("panels.%s: %q has a hidden segment (a name starting with \".\"), which the daemon does not serve", domain, p)
+		case path.Ext(rel) != ".js" && path.Ext(rel) != ".mjs":
+			add("panels.%s: %q must be a JavaScript module (.js or .mjs)", domain, p)
+		case root != nil:
+			fi, err := root.Stat(rel)
+			switch {
+			case err != nil:
+				add("panels.%s: %v", domain, err)
+			case !fi.Mode().IsRegular():
+				add("panels.%s: %s is not a regular file", domain, p)
+			}
+		}
+	}
+	return ps
+}
+
+func hasHiddenSegment(rel string) bool {
+	for seg := range strings.SplitSeq(rel, "/") {
+		if strings.HasPrefix(seg, ".") {
+			return true
+		}
+	}
+	return false
+}
+
+// UI is what the agent ships for the web UI: the folder the daemon serves
+// at /agents/{name}/ui/ (absolute) and each domain's panel module as a path
+// inside it ("demo.js"). Both are empty when the manifest names no panels.
+func (m *Manifest) UI() (dir string, panels map[string]string) {
+	if len(m.Panels) == 0 || m.Dir == "" {
+		return "", nil
+	}
+	panels = make(map[string]string, len(m.Panels))
+	for d, p := range m.Panels {
+		panels[d] = strings.TrimPrefix(p, UIFolder+"/")
+	}
+	return filepath.Join(m.Dir, UIFolder), panels
 }
 
 // isLocalPackage reports whether a go_build value is a directory path

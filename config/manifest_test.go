@@ -24,7 +24,7 @@ func TestLoadManifestErrors(t *testing.T) {
 		{"bad name", "{\n  \"name\": \"Demo Agent\",\n  \"command\": [\"x\"]\n}", `agent.json:2: name "Demo Agent" is not valid (lowercase letters, digits, - and _, starting with a letter, at most 64)`},
 		{"name starts with digit", `{"name":"1st","command":["x"]}`, `name "1st" is not valid`},
 		{"unknown field", "{\n  \"name\": \"a\",\n  \"command\": [\"x\"],\n  \"workdir\": \"/tmp\"\n}",
-			"agent.json:4: workdir: unknown field (known: args, command, cwd, description, env, go_build, images, name, title)"},
+			"agent.json:4: workdir: unknown field (known: args, command, cwd, description, env, go_build, images, name, panels, title)"},
 		{"duplicate field", "{\"name\":\"a\",\n\"command\":[\"x\"],\n\"name\":\"b\"}", "agent.json:3: name: duplicate field (first at line 1)"},
 		{"env number", "{\"name\":\"a\",\"command\":[\"x\"],\n\"env\":{\"PORT\":8080}}", `agent.json:2: env.PORT: must be a string, got a number (quote it: "8080")`},
 		{"env bool", `{"name":"a","command":["x"],"env":{"DEBUG":true}}`, `env.DEBUG: must be a string, got true (quote it: "true")`},
@@ -108,6 +108,72 @@ func TestLoadManifestResolves(t *testing.T) {
 	if want := []string{"A=" + dir + "/data", "B=2", "EMPTY="}; !reflect.DeepEqual(s.Env, want) {
 		t.Errorf("env %q, want %q (sorted KEY=VALUE)", s.Env, want)
 	}
+}
+
+func TestExamplePanels(t *testing.T) {
+	m, err := LoadManifest("../examples/surface-demo-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ui, panels := m.UI(); panels["demo"] != "demo.js" || filepath.Base(ui) != "ui" {
+		t.Errorf("the demo agent ships its panel: %q %v", ui, panels)
+	}
+}
+
+func TestLoadManifestPanels(t *testing.T) {
+	dir := agentDir(t, `{"name":"a","command":["x"],"panels":{"demo":"ui/demo.js","board.v2":"ui/lib/board.mjs"}}`)
+	writeFile(t, dir, "ui/demo.js", "export function mount() {}")
+	writeFile(t, dir, "ui/lib/board.mjs", "export function mount() {}")
+	m, err := LoadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ui, panels := m.UI()
+	if ui != filepath.Join(dir, "ui") || !reflect.DeepEqual(panels, map[string]string{"demo": "demo.js", "board.v2": "lib/board.mjs"}) {
+		t.Errorf("UI() = %q %v", ui, panels)
+	}
+	none, _ := LoadManifest(agentDir(t, `{"name":"a","command":["x"]}`))
+	if ui, panels := none.UI(); ui != "" || panels != nil {
+		t.Errorf("without panels nothing is served: %q %v", ui, panels)
+	}
+}
+
+func TestLoadManifestPanelErrors(t *testing.T) {
+	outside := t.TempDir()
+	writeFile(t, outside, "evil.js", "export function mount() {}")
+	cases := []struct{ name, panels, want string }{
+		{"not an object", `"ui/demo.js"`, `panels: must be an object of domain to module ({"demo": "ui/demo.js"}), got a string`},
+		{"number", `{"demo":3}`, `panels.demo: must be a string (a path such as "ui/demo.js"), got a number`},
+		{"bad domain", `{"de mo":"ui/demo.js"}`, `panels: "de mo" is not a domain name`},
+		{"outside ui", `{"demo":"demo.js"}`, `panels.demo: "demo.js" must be a path inside ui/`},
+		{"dot dot", `{"demo":"ui/../agent.json"}`, `panels.demo: "ui/../agent.json" must be a path inside ui/`},
+		{"absolute", `{"demo":"/etc/passwd.js"}`, `must be a path inside ui/`},
+		{"backslash", `{"demo":"ui\\demo.js"}`, `must be a path inside ui/`},
+		{"double slash", `{"demo":"ui//demo.js"}`, `must be a path inside ui/`},
+		{"hidden", `{"demo":"ui/.secret/demo.js"}`, `has a hidden segment`},
+		{"not js", `{"demo":"ui/demo.css"}`, `panels.demo: "ui/demo.css" must be a JavaScript module (.js or .mjs)`},
+		{"missing file", `{"demo":"ui/nope.js"}`, `panels.demo: stat`},
+		{"directory", `{"demo":"ui/dir.js"}`, `panels.demo: ui/dir.js is not a regular file`},
+		{"symlink out", `{"demo":"ui/evil.js"}`, `panels.demo: statat evil.js: path escapes from parent`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := agentDir(t, `{"name":"a","command":["x"],`+"\n"+`"panels":`+c.panels+`}`)
+			writeFile(t, dir, "ui/demo.js", "")
+			if err := os.Mkdir(filepath.Join(dir, "ui", "dir.js"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join(outside, "evil.js"), filepath.Join(dir, "ui", "evil.js")); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadManifest(dir)
+			wantErr(t, err, "agent.json:2: panels", c.want)
+		})
+	}
+	t.Run("no ui folder", func(t *testing.T) {
+		_, err := LoadManifest(agentDir(t, `{"name":"a","command":["x"],"panels":{"demo":"ui/demo.js"}}`))
+		wantErr(t, err, "panels: the agent directory has no ui/ folder")
+	})
 }
 
 func TestLoadManifestRelativeProgram(t *testing.T) {
