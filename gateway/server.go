@@ -80,6 +80,10 @@ type Options struct {
 	// CORSMounts are the prefixes of Mounts served with the guard's CORS
 	// layer too (the ACP mount).
 	CORSMounts []string
+	// AgentUI is what each agent ships for the web UI, by agent name: its
+	// panel modules, served at /agents/{agent}/ui/ behind the same gates
+	// and authentication, and listed by GET /api/agents.
+	AgentUI map[string]AgentUI
 	// Props adds props options to gateway actors (the inspector); kind is sse or ws.
 	Props func(kind, sessionID string) []actor.PropsOption
 }
@@ -187,6 +191,9 @@ func (s *Server) routes() {
 	})
 	metrics := promhttp.HandlerFor(s.rt.Registry(), promhttp.HandlerOpts{})
 	e.GET("/metrics", echo.WrapHandler(metrics))
+
+	e.GET(AgentUIPrefix+":agent/ui/*", s.agentFile)
+	e.HEAD(AgentUIPrefix+":agent/ui/*", s.agentFile)
 
 	api := e.Group("/api")
 	api.GET("/agents", s.listAgents)

@@ -48,6 +48,8 @@ func (s *Server) listAgents(c echo.Context) error {
 		Name        string `json:"name"`
 		Title       string `json:"title"`
 		Description string `json:"description"`
+		// Panels: the panel module URL of each domain that has one.
+		Panels map[string]string `json:"panels"`
 	}
 	out := []agent{}
 	for _, a := range s.rt.Agents() {
@@ -55,7 +57,7 @@ func (s *Server) listAgents(c echo.Context) error {
 		if title == "" {
 			title = a.Name
 		}
-		out = append(out, agent{Name: a.Name, Title: title, Description: a.Description})
+		out = append(out, agent{Name: a.Name, Title: title, Description: a.Description, Panels: s.panelURLs(a.Name)})
 	}
 	return c.JSON(http.StatusOK, map[string]any{"agents": out})
 }

@@ -26,6 +26,17 @@ import (
 	"github.com/surfaced/surfaced/membership"
 )
 
+// agentUIs are the panels the agents' manifests name, by agent.
+func agentUIs(ms []config.Manifest) map[string]gateway.AgentUI {
+	out := map[string]gateway.AgentUI{}
+	for i := range ms {
+		if dir, panels := ms[i].UI(); dir != "" {
+			out[ms[i].Name] = gateway.AgentUI{Dir: dir, Panels: panels}
+		}
+	}
+	return out
+}
+
 // runDaemon starts the daemon and blocks until ctx ends, then shuts down:
 // streams get end{shutdown}, agents stop, the store is flushed and closed.
 func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io.Writer) error {
@@ -120,6 +131,7 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 		Guard:   g,
 		Logger:  log,
 		Props:   dev.gatewayProps(),
+		AgentUI: agentUIs(ms),
 		Mounts:  dev.mount(acp.mounts()),
 		// CORS for the ACP mount: loopback and browser_origins may read it.
 		CORSMounts: acp.corsMounts(),

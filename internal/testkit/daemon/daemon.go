@@ -35,6 +35,7 @@ const NodeID = "test-node"
 type setup struct {
 	cfg     surfaced.Config
 	gateway gateway.Limits
+	agentUI map[string]gateway.AgentUI
 	guard   guard.Config
 	acp     acpgw.Options
 	dev     bool
@@ -63,6 +64,17 @@ func Config(f func(*surfaced.Config)) Option { return func(s *setup) { f(&s.cfg)
 
 // Gateway sets the browser gateway's limits.
 func Gateway(l gateway.Limits) Option { return func(s *setup) { s.gateway = l } }
+
+// AgentUI serves an agent's UI folder and panels, as the manifest's
+// "panels" does for the daemon.
+func AgentUI(agent string, ui gateway.AgentUI) Option {
+	return func(s *setup) {
+		if s.agentUI == nil {
+			s.agentUI = map[string]gateway.AgentUI{}
+		}
+		s.agentUI[agent] = ui
+	}
+}
 
 // Guard adjusts the guard's config (Addr is set by Start; a token is set
 // unless the config has one, a tokens file or NoAuth).
@@ -180,7 +192,7 @@ func Start(t testing.TB, opts ...Option) *Daemon {
 		ao.Logger = s.cfg.Logger
 	}
 	mounts := map[string]http.Handler{}
-	gopts := gateway.Options{Runtime: rt, Guard: g, Logger: s.cfg.Logger, Limits: s.gateway}
+	gopts := gateway.Options{Runtime: rt, Guard: g, Logger: s.cfg.Logger, Limits: s.gateway, AgentUI: s.agentUI}
 	var stopDead func()
 	if s.dev {
 		if err := d.Inspector.Register(rt.Registry()); err != nil {
