@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/surfaced/surfaced"
+	"github.com/surfaced/surfaced/config"
+	"github.com/surfaced/surfaced/gateway"
 	"github.com/surfaced/surfaced/internal/testkit"
 	"github.com/surfaced/surfaced/internal/testkit/daemon"
 )
@@ -44,8 +47,7 @@ func tid(id string) string { return `[data-testid="` + id + `"]` }
 // counter.
 func TestBrowserMainJob(t *testing.T) {
 	ctx := testkit.Browser(t)
-	d := daemon.Start(t, daemon.Agents(surfaced.AgentSpec{Name: "demo", Title: "Surface demo",
-		Argv: []string{testkit.Build(t, "./examples/surface-demo-agent")}}))
+	d := daemon.Start(t, demoAgent(t, "./examples/surface-demo-agent")...)
 	if err := chromedp.Do(ctx, chromedp.Navigate(d.URL+"/?token="+d.Token)); err != nil {
 		t.Fatal(err)
 	}
@@ -89,18 +91,37 @@ func TestBrowserMainJob(t *testing.T) {
 	}
 }
 
-// hello-agent has no surface: the demo panel shows unavailable, read-only,
-// without an error, and the chat still works.
+// demoAgent runs an agent binary as `surfaced run ./examples/surface-demo-agent`
+// runs the demo agent: named and titled by its manifest, with the panels the
+// manifest names served from its ui/ folder.
+func demoAgent(t *testing.T, pkg string) []daemon.Option {
+	t.Helper()
+	m, err := config.LoadManifest(filepath.Join(testkit.RepoRoot(), "examples/surface-demo-agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, panels := m.UI()
+	if dir == "" {
+		t.Fatal("the demo agent's manifest names no panels")
+	}
+	return []daemon.Option{
+		daemon.Agents(surfaced.AgentSpec{Name: m.Name, Title: m.Title, Argv: []string{testkit.Build(t, pkg)}}),
+		daemon.AgentUI(m.Name, gateway.AgentUI{Dir: dir, Panels: panels}),
+	}
+}
+
+// An agent whose manifest names a demo panel but which never registers the
+// domain (hello-agent's binary): the panel mounts and shows unavailable,
+// read-only, without an error, and the chat still works.
 func TestBrowserDegradedPanel(t *testing.T) {
 	ctx := testkit.Browser(t)
-	d := daemon.Start(t, daemon.Agents(surfaced.AgentSpec{Name: "hello", Title: "Hello",
-		Argv: []string{testkit.Build(t, "./examples/hello-agent")}}))
+	d := daemon.Start(t, demoAgent(t, "./examples/hello-agent")...)
 	if err := chromedp.Do(ctx, chromedp.Navigate(d.URL+"/?token="+d.Token)); err != nil {
 		t.Fatal(err)
 	}
 	waitText(t, ctx, tid("surface-demo-degraded"), "demo surface unavailable (read-only)")
-	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid="surface-demo-increment"], [data-testid="surface-demo-error"]').length`)); n != 0 {
-		t.Fatalf("a degraded panel has no button and no error (%d found)", n)
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid="surface-demo-increment"], [data-testid="surface-demo-echo"], [data-testid="surface-demo-error"], [role="alert"]').length`)); n != 0 {
+		t.Fatalf("a degraded panel has no controls and no error (%d found)", n)
 	}
 	if err := chromedp.Do(ctx,
 		chromedp.WaitVisible(tid("composer-input")),
@@ -119,6 +140,21 @@ func TestBrowserDegradedPanel(t *testing.T) {
 			t.Fatalf("the echo tool output did not show: %q", out)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// An agent that ships no panels and registers no domain: no panel at all,
+// a quiet line saying so.
+func TestBrowserNoSurfaces(t *testing.T) {
+	ctx := testkit.Browser(t)
+	d := daemon.Start(t, daemon.Agents(surfaced.AgentSpec{Name: "hello", Title: "Hello",
+		Argv: []string{testkit.Build(t, "./examples/hello-agent")}}))
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.URL+"/?token="+d.Token)); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, tid("surfaces-empty"), "This agent has no surfaces.")
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('.panel').length`)); n != 0 {
+		t.Fatalf("%d panels for an agent without surfaces", n)
 	}
 }
 

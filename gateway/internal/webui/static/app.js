@@ -8,7 +8,6 @@
 
   const S = window.Surfaced;
   const client = new S.Client();
-  const DEMO = "demo";
   const SURFACE_PREFIX = "surface:";
 
   const el = {};
@@ -269,6 +268,8 @@
     const cur = app.current;
     if (cur) {
       cur.closed = true;
+      for (const panel of cur.panels.values()) panel.dispose();
+      cur.panels.clear();
       for (const off of cur.disposers) off();
       cur.session.close();
     }
@@ -307,7 +308,9 @@
       dirty: new Set(),
       frame: 0,
       surfaceFrame: 0,
-      panels: new Map(),
+      panels: new Map(), // domain → {root, update, dispose, url?}
+      failedPanels: new Map(), // domain → why its agent's panel module did not mount
+      noSurfaces: null,
       dialogs: new Map(),
       widgets: new Map(),
       chips: new Map(),
@@ -357,6 +360,7 @@
       if (!live(cur)) return;
       cur.summary = s;
       renderHeader(cur);
+      scheduleSurfaces(cur); // the agent is known now, and so are its panels
     }, (e) => {
       if (!live(cur)) return;
       if (e.status === 404) showNotFound(cur);
@@ -924,115 +928,203 @@
   }
 
   // agentSettling: the surface list is not final while the agent is still starting.
-  function agentSettling(cur) {
-    const s = cur.session;
-    if (!s.surface(DEMO).known) return true;
+  function agentSettling(cur, domain) {
+    if (!cur.session.surface(domain).known) return true;
     return !cur.status || cur.status.status === "starting";
+  }
+
+  // panelModules is the domain → module URL map of the session's agent (GET /api/agents), or null
+  // while the session's agent is not known yet.
+  function panelModules(cur) {
+    const summary = cur.summary;
+    const listed = app.sessions.find((x) => x.sessionId === cur.id);
+    const name = (summary && summary.agent) || (listed && listed.agent);
+    if (!name) return summary ? {} : null;
+    const agent = app.agents.find((a) => a.name === name);
+    return (agent && agent.panels) || {};
   }
 
   function renderSurfaces(cur) {
     const s = cur.session;
-    const domains = new Set();
-    for (const x of s.surfaces()) domains.add(x.domain);
-    for (const k of s.store.keys()) if (k.startsWith(SURFACE_PREFIX)) domains.add(k.slice(SURFACE_PREFIX.length));
-    domains.delete(DEMO);
-    const order = [DEMO].concat(Array.from(domains).sort());
+    const modules = panelModules(cur);
+    if (!modules) return; // which panels to mount is known once the session's agent is
+    // The agent's panels come first, in its order, shown even before their domains register (then
+    // as waiting or unavailable); other domains follow, each while it is listed or has a snapshot.
+    const declared = Object.keys(modules);
+    const others = new Set();
+    for (const x of s.surfaces()) others.add(x.domain);
+    for (const k of s.store.keys()) if (k.startsWith(SURFACE_PREFIX)) others.add(k.slice(SURFACE_PREFIX.length));
+    for (const d of declared) others.delete(d);
+    const order = declared.concat(Array.from(others).sort());
     const nodes = [];
     for (const d of order) {
+      const url = cur.failedPanels.has(d) ? undefined : modules[d];
       let panel = cur.panels.get(d);
+      if (panel && panel.url !== url) {
+        panel.dispose();
+        panel.root.remove();
+        panel = undefined;
+      }
       if (!panel) {
-        panel = d === DEMO ? makeDemoPanel(cur) : makeGenericPanel(cur, d);
+        panel = url ? makeModulePanel(cur, d, url) : makeGenericPanel(cur, d);
         cur.panels.set(d, panel);
       }
       panel.update();
       nodes.push(panel.root);
     }
     for (const [d, panel] of cur.panels) {
-      if (d !== DEMO && !domains.has(d)) {
+      if (!order.includes(d)) {
+        panel.dispose();
         panel.root.remove();
         cur.panels.delete(d);
       }
+    }
+    if (!nodes.length && !agentSettling(cur, "")) {
+      nodes.push(cur.noSurfaces || (cur.noSurfaces = h("p", { class: "muted small", "data-testid": "surfaces-empty", text: "This agent has no surfaces." })));
     }
     // Reorder only when needed so focus inside a panel survives updates.
     const children = Array.from(el.surfacePanels.children);
     if (children.length !== nodes.length || children.some((c, i) => c !== nodes[i])) el.surfacePanels.replaceChildren(...nodes);
   }
 
-  function logEntryText(e) {
-    return typeof e === "string" ? e : pretty(e);
+  // panelShell is the frame every panel sits in: a heading with the domain and its rev, and the
+  // body a panel renders into.
+  function panelShell(domain, kind) {
+    const tid = "surface-" + domain;
+    const headingId = "panel-h-" + domain.replace(/[^A-Za-z0-9_-]/g, "_");
+    const title = h("h2", { id: headingId, text: domain });
+    const rev = h("span", { class: "rev muted", "data-testid": tid + "-rev" });
+    const hosted = h("span", { class: "badge", hidden: true });
+    const body = h("div", { class: "panel-body" });
+    const root = h("section", { class: "panel " + kind, "data-testid": tid, "data-domain": domain, "aria-labelledby": headingId },
+      h("header", { class: "panel-header" }, title, hosted, rev), body);
+    return { root: root, title: title, rev: rev, hosted: hosted, body: body, tid: tid };
   }
 
-  function makeDemoPanel(cur) {
+  // makeModulePanel mounts the agent's panel module for domain: import(url), then
+  // mount(element, api). The api is documented in docs/panels.md. A module that does not load or
+  // whose mount throws is replaced by the generic panel, with a notice saying why.
+  function makeModulePanel(cur, domain, url) {
     const s = cur.session;
-    const rev = h("span", { class: "rev muted", "data-testid": "surface-demo-rev" });
-    const waiting = h("p", { class: "notice muted", "data-testid": "surface-demo-waiting", text: "Waiting for the agent…" });
-    const degraded = h("p", { class: "notice", "data-testid": "surface-demo-degraded", text: "demo surface unavailable (read-only)" });
-    const count = h("p", { class: "count", "data-testid": "surface-demo-count", "aria-live": "polite" });
-    const error = h("p", { class: "error", role: "alert", "data-testid": "surface-demo-error" });
-    const button = h("button", { type: "button", class: "primary", "data-testid": "surface-demo-increment", text: "increment" });
-    const log = h("ul", { class: "log", "data-testid": "surface-demo-log", "aria-label": "demo log" });
-    const logEmpty = h("p", { class: "muted small", text: "The log is empty." });
-    const logHeading = h("h3", { class: "small-heading", text: "Log" });
-    const body = h("div", { class: "panel-body" });
-    let pending = false;
-    let lastError = "";
+    const shell = panelShell(domain, "module");
+    const mountEl = h("div", { class: "panel-mount", "data-testid": shell.tid + "-mount" });
+    shell.body.append(mountEl);
+    shell.root.dataset.panel = "module";
+    shell.root.setAttribute("aria-busy", "true");
+    const listeners = new Set();
+    const controller = new AbortController();
+    let unmount = null;
+    let disposed = false;
+    let lastKey = "";
 
-    button.addEventListener("click", async () => {
-      if (pending) return;
-      pending = true;
-      lastError = "";
-      update();
-      const r = await s.run(DEMO, "increment");
-      pending = false;
-      lastError = r.ok ? "" : errorMessage(r.error);
-      if (live(cur)) update();
+    const view = () => {
+      const sf = s.surface(domain);
+      return {
+        domain: sf.domain,
+        state: sf.state,
+        rev: sf.rev,
+        available: sf.available,
+        known: sf.known,
+        commands: sf.commands.filter((c) => typeof c === "string" && !c.startsWith(SURFACE_PREFIX)),
+        hosted: sf.hosted,
+        settling: !sf.available && agentSettling(cur, domain),
+      };
+    };
+    const api = Object.freeze({
+      domain: domain,
+      session: s,
+      base: new URL(".", new URL(url, location.href)).href,
+      surface: view,
+      run: (action, args) => s.run(domain, action, args),
+      onChange: (cb) => {
+        listeners.add(cb);
+        return () => listeners.delete(cb);
+      },
+      bridge: () => (typeof s.bridge === "function" ? s.bridge(domain) : null),
+      setTitle: (text) => {
+        shell.title.textContent = text ? String(text) : domain;
+      },
+      h: h,
+      errorMessage: errorMessage,
+      toast: toast,
+      signal: controller.signal,
     });
 
-    const root = h("section", { class: "panel demo", "data-testid": "surface-demo", "aria-labelledby": "panel-demo-h" },
-      h("header", { class: "panel-header" }, h("h2", { id: "panel-demo-h", text: "demo" }), rev), body);
-
-    function update() {
-      const sf = s.surface(DEMO);
-      const hasSnapshot = sf.rev >= 0;
-      const st = sf.state && typeof sf.state === "object" ? sf.state : {};
-      const nodes = [];
-      if (!sf.available) nodes.push(agentSettling(cur) ? waiting : degraded);
-      if (sf.available || hasSnapshot) {
-        count.textContent = "count: " + (hasSnapshot && st.count !== undefined ? String(st.count) : "—");
-        nodes.push(count);
-      }
-      if (sf.available) {
-        button.disabled = pending;
-        button.setAttribute("aria-busy", pending ? "true" : "false");
-        nodes.push(button);
-      }
-      if (lastError) {
-        error.textContent = lastError;
-        nodes.push(error);
-      }
-      if (sf.available || hasSnapshot) {
-        const entries = Array.isArray(st.log) ? st.log : [];
-        const items = entries.map((e) => h("li", { text: logEntryText(e) }));
-        if (items.length !== log.children.length || items.some((li, i) => li.textContent !== log.children[i].textContent)) {
-          log.replaceChildren(...items);
-        }
-        nodes.push(logHeading, log);
-        if (!entries.length) nodes.push(logEmpty);
-      }
-      rev.textContent = hasSnapshot ? "rev " + sf.rev : "";
-      const kids = Array.from(body.children);
-      if (kids.length !== nodes.length || kids.some((c, i) => c !== nodes[i])) body.replaceChildren(...nodes);
+    function fail(what, e) {
+      if (disposed) return;
+      cur.failedPanels.set(domain, what + ": " + errorMessage(e));
+      console.error("surfaced: the " + domain + " panel (" + url + ") " + what, e);
+      scheduleSurfaces(cur);
     }
 
-    return { root: root, update: update };
+    import(url).then((mod) => {
+      if (disposed || !live(cur)) return;
+      if (!mod || typeof mod.mount !== "function") throw new TypeError("the module does not export mount(element, api)");
+      let out;
+      try {
+        out = mod.mount(mountEl, api);
+      } catch (e) {
+        fail("failed to mount", e);
+        return;
+      }
+      return Promise.resolve(out).then((r) => {
+        if (typeof r === "function") unmount = r;
+        else if (r && typeof r.unmount === "function") unmount = () => r.unmount();
+        if (disposed) runUnmount();
+        shell.root.removeAttribute("aria-busy");
+        shell.root.dataset.mounted = "true";
+      }, (e) => fail("failed to mount", e));
+    }).catch((e) => fail("did not load", e));
+
+    function runUnmount() {
+      const f = unmount;
+      unmount = null;
+      if (!f) return;
+      try {
+        f();
+      } catch (e) {
+        console.error("surfaced: the " + domain + " panel's unmount threw", e);
+      }
+    }
+
+    function update() {
+      const v = view();
+      shell.rev.textContent = v.rev >= 0 ? "rev " + v.rev : "";
+      shell.hosted.textContent = v.hosted || "";
+      shell.hosted.hidden = true;
+      shell.root.dataset.available = v.available ? "true" : "false";
+      const key = [v.rev, v.available, v.settling, v.known, v.commands.join("\u0000")].join("|");
+      if (key === lastKey) return;
+      lastKey = key;
+      for (const cb of Array.from(listeners)) {
+        try {
+          cb(v);
+        } catch (e) {
+          console.error("surfaced: a " + domain + " panel listener threw", e);
+        }
+      }
+    }
+
+    function dispose() {
+      if (disposed) return;
+      disposed = true;
+      controller.abort();
+      listeners.clear();
+      runUnmount();
+    }
+
+    return { root: shell.root, update: update, dispose: dispose, url: url };
   }
 
   function makeGenericPanel(cur, domain) {
     const s = cur.session;
-    const tid = "surface-" + domain;
-    const headingId = "panel-h-" + domain.replace(/[^A-Za-z0-9_-]/g, "_");
-    const rev = h("span", { class: "rev muted", "data-testid": tid + "-rev" });
-    const hosted = h("span", { class: "badge" });
+    const shell = panelShell(domain, "generic");
+    const tid = shell.tid;
+    const rev = shell.rev;
+    const hosted = shell.hosted;
+    const failed = cur.failedPanels.get(domain);
+    const failedNote = failed ? h("p", { class: "notice error", role: "alert", "data-testid": tid + "-panel-failed",
+      text: "The agent's " + domain + " panel " + failed + ". Showing the snapshot instead." }) : null;
     const unavailable = h("p", { class: "notice", "data-testid": tid + "-unavailable", text: domain + " surface unavailable (read-only)" });
     const snapshot = h("pre", { class: "snapshot", "data-testid": tid + "-state", tabindex: "0", "aria-label": domain + " snapshot" });
     const action = h("select", { "data-testid": tid + "-action" });
@@ -1044,7 +1136,6 @@
       h("label", { class: "field" }, h("span", { text: "Args (JSON, optional)" }), args),
       h("div", { class: "form-actions" }, run),
       result);
-    const body = h("div", { class: "panel-body" });
     let pending = false;
     let commandsKey = "";
 
@@ -1078,8 +1169,8 @@
       result.textContent = (ok ? "ok: " : "error: ") + text;
     }
 
-    const root = h("section", { class: "panel generic", "data-testid": tid, "data-domain": domain, "aria-labelledby": headingId },
-      h("header", { class: "panel-header" }, h("h2", { id: headingId, text: domain }), hosted, rev), body);
+    const root = shell.root;
+    const body = shell.body;
 
     function update() {
       const sf = s.surface(domain);
@@ -1097,6 +1188,7 @@
       snapshot.textContent = sf.rev >= 0 ? pretty(sf.state) : "—";
       run.disabled = pending || commands.length === 0;
       const nodes = [];
+      if (failedNote) nodes.push(failedNote);
       if (!sf.available) nodes.push(unavailable);
       nodes.push(snapshot);
       if (sf.available) nodes.push(form);
@@ -1104,7 +1196,7 @@
       if (kids.length !== nodes.length || kids.some((c, i) => c !== nodes[i])) body.replaceChildren(...nodes);
     }
 
-    return { root: root, update: update };
+    return { root: root, update: update, dispose: () => {} };
   }
 
   // ------------------------------------------------------------------ boot
