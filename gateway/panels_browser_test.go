@@ -2,14 +2,18 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/surfaced/surfaced"
+	"github.com/surfaced/surfaced/actors/surface"
 	"github.com/surfaced/surfaced/gateway"
 	"github.com/surfaced/surfaced/internal/testkit"
 	"github.com/surfaced/surfaced/internal/testkit/daemon"
@@ -154,4 +158,81 @@ func shot(t *testing.T, ctx context.Context, name string, full bool) {
 		return
 	}
 	_ = os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644)
+}
+
+// tally is the native domain of docs/panels.md's example.
+type tally struct {
+	Total   int   `json:"total"`
+	Entries []int `json:"entries"`
+}
+
+// The complete example of docs/panels.md, taken from the document, mounted
+// for a domain of that shape: it renders, adds, resets, and shows a refused
+// command's error.
+func TestBrowserPanelsDocExample(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(testkit.RepoRoot(), "docs/panels.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```js\n// ui/tally.js")
+	code, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/panels.md has no ```js block starting with // ui/tally.js")
+	}
+	ui := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ui, "tally.js"), []byte("// ui/tally.js"+code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	domain := surface.Define("tally", tally{Entries: []int{}}, map[string]surface.Command[tally]{
+		"add": func(ctx *surface.Ctx[tally], args json.RawMessage) (any, error) {
+			var a struct {
+				Amount int `json:"amount"`
+			}
+			if err := json.Unmarshal(args, &a); err != nil || a.Amount <= 0 {
+				return nil, errors.New("amount must be a positive number")
+			}
+			ctx.SetState(func(s tally) tally {
+				s.Total += a.Amount
+				s.Entries = append(append([]int(nil), s.Entries...), a.Amount)
+				return s
+			})
+			return map[string]int{"total": ctx.Get().Total}, nil
+		},
+		"reset": func(ctx *surface.Ctx[tally], _ json.RawMessage) (any, error) {
+			ctx.SetState(func(tally) tally { return tally{Entries: []int{}} })
+			return nil, nil
+		},
+	})
+	ctx := testkit.Browser(t)
+	errs := consoleErrors(ctx)
+	d := daemon.Start(t, daemon.Domains(surfaced.DomainBinding{Domain: domain}),
+		daemon.AgentUI("fake", gateway.AgentUI{Dir: ui, Panels: map[string]string{"tally": "tally.js"}}))
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1400, 900), chromedp.Navigate(d.URL+"/?token="+d.Token)); err != nil {
+		t.Fatal(err)
+	}
+	panel := `[data-testid="surface-tally"] .panel-mount`
+	waitText(t, ctx, panel+" p:nth-child(2)", "total: 0")
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(panel+" input", "5"),
+		chromedp.Click(panel+" button.primary"),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, panel+" p:nth-child(2)", "total: 5")
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(panel+" input", "-1"),
+		chromedp.Click(panel+" button.primary"),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, panel+" p.error", "amount must be a positive number (dispatch_failed)")
+	if err := chromedp.Do(ctx, chromedp.Click(panel+" button:not(.primary)")); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, panel+" p:nth-child(2)", "total: 0")
+	waitText(t, ctx, panel+" p.error", "")
+	shot(t, ctx, "panel-doc-example-1400x900", false)
+	if e := errs(); len(e) != 0 {
+		t.Fatalf("the page logged errors: %q", e)
+	}
 }
