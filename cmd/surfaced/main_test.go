@@ -78,9 +78,10 @@ func TestRunPrintsStartURLAndShutsDownCleanly(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 || !resp.Cookies()[0].HttpOnly {
 		t.Fatalf("start URL: %d %v", resp.StatusCode, resp.Cookies())
 	}
+	cookie := resp.Cookies()[0]
 	req, _ := http.NewRequest("POST", p.base+"/api/sessions", strings.NewReader(`{}`))
 	req.Header.Set("Content-Type", "application/json")
-	req.AddCookie(resp.Cookies()[0])
+	req.AddCookie(cookie)
 	start := time.Now()
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != http.StatusCreated {
@@ -89,6 +90,20 @@ func TestRunPrintsStartURLAndShutsDownCleanly(t *testing.T) {
 	resp.Body.Close()
 	if el := time.Since(start); el > 2*time.Second {
 		t.Errorf("a new session took %s to be ready (want < 2 s)", el)
+	}
+	// The demo agent's manifest names its panel: listed, and served from ui/.
+	for path, want := range map[string]string{"/api/agents": `"panels":{"demo":"/agents/demo/ui/demo.js"}`, "/agents/demo/ui/demo.js": "export function mount("} {
+		req, _ := http.NewRequest("GET", p.base+path, nil)
+		req.AddCookie(cookie)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s: %d, want %s in %.300s", path, resp.StatusCode, want, body)
+		}
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
