@@ -156,14 +156,16 @@ func TestManifest(t *testing.T) {
 	var m struct {
 		Name, Title, Description string
 		Command                  []string
-		GoBuild                  string `json:"go_build"`
+		GoBuild                  string            `json:"go_build"`
+		Panels                   map[string]string `json:"panels"`
 	}
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
 		t.Fatal(err)
 	}
-	if m.Name != "demo" || m.Title != "Surface demo" || m.Description == "" || len(m.Command) != 1 || m.GoBuild != "." {
+	if m.Name != "demo" || m.Title != "Surface demo" || m.Description == "" || len(m.Command) != 1 || m.GoBuild != "." ||
+		m.Panels["demo"] != "ui/demo.js" {
 		t.Errorf("manifest %+v", m)
 	}
 }
