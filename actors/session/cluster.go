@@ -259,31 +259,34 @@ func (d *Cluster) call(ctx context.Context, pid *actor.PID, msg proto.Message) (
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	fut := d.c.ActorSystem.Root.RequestFuture(pid, msg, timeout)
-	done := make(chan struct{})
-	var res any
-	var err error
-	go func() {
-		res, err = fut.Result()
-		close(done)
-	}()
+	b := newReplyBox(d.c.ActorSystem)
+	// Closing the box withdraws the request (see request): a domain on this
+	// node drops the command unrun; one on another node has its deadline.
+	defer b.close()
+	d.c.ActorSystem.Root.RequestWithCustomSender(pid, msg, b.pid)
 	var gone chan struct{}
 	if pid.Address != d.c.ActorSystem.Address() {
 		gone = d.goneCh(pid.Address)
 	}
-	select {
-	case <-done:
-	case <-gone:
-		return nil, errMemberGone
-	case <-d.closed:
-		return nil, ErrDirectoryClosed
-	case <-ctx.Done():
-		// Withdraw the request (see request): a domain on this node drops
-		// the command unrun; one on another node has its deadline.
-		d.c.ActorSystem.Root.Send(fut.PID(), callerLeft{})
-		return nil, ctx.Err()
-	}
+	waitCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-gone:
+			cancel(errMemberGone)
+		case <-d.closed:
+			cancel(ErrDirectoryClosed)
+		case <-waitCtx.Done():
+		}
+	}()
+	res, err := b.wait(waitCtx, timeout)
 	if err != nil {
+		if errors.Is(err, errMemberGone) || errors.Is(err, ErrDirectoryClosed) {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, err
 	}
 	if e, ok := res.(*pb.Error); ok {

@@ -116,22 +116,15 @@ func (l *Local) Request(ctx context.Context, id string, msg proto.Message) (prot
 	}
 }
 
-// callerLeft completes a request whose caller stopped waiting.
-type callerLeft struct{}
-
-// request sends msg to pid and waits for the answer until timeout; when ctx
-// ends first the request's future is completed at once, which removes it
-// from the process registry: a domain actor that finds the command's sender
-// gone drops the command unrun.
+// request sends msg to pid and waits for its answer, the timeout
+// (actor.ErrTimeout) or the end of ctx (its cause). A request whose caller
+// left is withdrawn at once (see replyBox): a domain on this node then drops
+// the command unrun.
 func request(ctx context.Context, root *actor.RootContext, pid *actor.PID, msg proto.Message, timeout time.Duration) (any, error) {
-	f := root.RequestFuture(pid, msg, timeout)
-	stop := context.AfterFunc(ctx, func() { root.Send(f.PID(), callerLeft{}) })
-	res, err := f.Result()
-	stop()
-	if _, left := res.(callerLeft); left {
-		return nil, context.Cause(ctx)
-	}
-	return res, err
+	b := newReplyBox(root.ActorSystem())
+	defer b.close()
+	root.RequestWithCustomSender(pid, msg, b.pid)
+	return b.wait(ctx, timeout)
 }
 
 // WithDeadline stamps a command with the moment its caller stops waiting,

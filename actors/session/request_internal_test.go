@@ -70,3 +70,29 @@ func TestWithDeadline(t *testing.T) {
 		t.Fatal("a prompt was stamped")
 	}
 }
+
+// An answer that arrives as the caller leaves: one of the two wins, and
+// nothing is written twice (run with -race; a protoactor future completed
+// from both sides raced on its result here).
+func TestRequestAnsweredAsTheCallerLeaves(t *testing.T) {
+	sys := actor.NewActorSystem()
+	defer sys.Shutdown()
+	answer := &pb.Error{Code: "answered"}
+	echo := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(*pb.RunCommand); ok {
+			ctx.Respond(answer)
+		}
+	}))
+	for range 500 {
+		ctx, cancel := context.WithCancel(context.Background())
+		go cancel()
+		res, err := request(ctx, sys.Root, echo, &pb.RunCommand{Domain: "d", Action: "a"}, time.Hour)
+		switch {
+		case err == nil && res != answer:
+			t.Fatalf("answered with %v", res)
+		case err != nil && !errors.Is(err, context.Canceled):
+			t.Fatalf("err = %v", err)
+		}
+		cancel()
+	}
+}
