@@ -50,12 +50,12 @@ export default function (pi: any) {
 		},
 	});
 
-	// /later <text>: returns at once; 300 ms later the extension sends <text>
+	// /later <text>: returns at once; a second later the extension sends <text>
 	// as a user message, which starts a run nobody prompted.
 	pi.registerCommand("later", {
 		description: "Send a user message shortly, on the extension's own initiative",
 		handler: async (args: string) => {
-			setTimeout(() => pi.sendUserMessage(args.trim() || "later"), 300);
+			setTimeout(() => pi.sendUserMessage(args.trim() || "later"), 1000);
 		},
 	});
 
