@@ -101,6 +101,11 @@ type Config struct {
 	// sessions) and dates signed URLs (nil: the wall clock). Sessions keep
 	// the wall clock.
 	Clock clock.Clock
+	// ScratchDir holds the sessions' scratch directories, where agents
+	// write the files they put as artifacts and read the ones they get
+	// (SURFACED_ARTIFACT_DIR). Empty: surfaced-scratch in the system's
+	// temporary directory.
+	ScratchDir string
 }
 
 // Runtime hosts sessions.
@@ -218,6 +223,7 @@ func New(cfg Config) (*Runtime, error) {
 		Publish:     r.Publish,
 		AgentTap:    cfg.AgentTap,
 		Artifacts:   r.arts,
+		ScratchRoot: cfg.ScratchDir,
 		Activated:   r.activated,
 		Deactivated: r.deactivated,
 		Tracker:     tracker,

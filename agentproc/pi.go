@@ -71,6 +71,9 @@ type PromptCommand struct {
 	Message           string         `json:"message"`
 	Images            []ImageContent `json:"images,omitempty"`
 	StreamingBehavior string         `json:"streamingBehavior,omitempty"`
+	// Attachments are the prompt's artifacts, for a surfaced/1 agent only
+	// (a plain pi agent gets its image attachments as Images).
+	Attachments []PromptAttachment `json:"attachments,omitempty"`
 }
 
 // SimpleCommand is any command without fields: abort, get_state, get_messages, get_commands.

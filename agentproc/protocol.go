@@ -16,13 +16,28 @@ const (
 	TypeStateSet              = "state_set"
 	TypeStateDelete           = "state_delete"
 	TypeSurfaceDispatchResult = "surface_dispatch_result"
+	TypeSurfaceFetchResult    = "surface_fetch_result"
+	TypeArtifactPut           = "artifact_put"
+	TypeArtifactGet           = "artifact_get"
+	TypeArtifactList          = "artifact_list"
+	TypeArtifactURL           = "artifact_url"
 
 	TypeSurfaceDispatch       = "surface_dispatch"
 	TypeSurfaceCommandResult  = "surface_command_result"
 	TypeSurfaceGetResult      = "surface_get_result"
 	TypeStateChanged          = "state_changed"
 	TypeSurfaceRegisterResult = "surface_register_result"
+	TypeSurfaceFetch          = "surface_fetch"
+	TypeArtifactPutResult     = "artifact_put_result"
+	TypeArtifactGetResult     = "artifact_get_result"
+	TypeArtifactListResult    = "artifact_list_result"
+	TypeArtifactURLResult     = "artifact_url_result"
 )
+
+// EnvArtifactDir names the agent's environment variable that holds the
+// session's scratch directory: the files an agent puts are read from there
+// (or from the session's cwd), and artifact_get writes the bytes there.
+const EnvArtifactDir = "SURFACED_ARTIFACT_DIR"
 
 // Reserved command result codes.
 const (
@@ -47,6 +62,15 @@ const (
 	// CodeCancelled: the caller stopped waiting before the command ran; it
 	// was not run (an outcome in metrics; nobody is left to read it).
 	CodeCancelled = "cancelled"
+	// Codes of the artifact lines and the data plane.
+	CodeNotFound      = "not_found"
+	CodeInvalidField  = "invalid_field"
+	CodePathRefused   = "path_refused"
+	CodeTooLarge      = "too_large"
+	CodeQuotaExceeded = "quota_exceeded"
+	CodeSessionEnded  = "session_ended"
+	CodeUnavailable   = "unavailable"
+	CodeNoDataPlane   = "no_data_plane"
 )
 
 // SurfaceKeyPrefix prefixes the session KV key of a domain's snapshot.
@@ -73,6 +97,8 @@ type SurfaceDecl struct {
 	Domain       string          `json:"domain"`
 	Commands     []string        `json:"commands"`
 	InitialState json.RawMessage `json:"initialState,omitempty"`
+	// Data: the domain serves data pages (surface_fetch).
+	Data bool `json:"data,omitempty"`
 }
 
 // AgentReady is the first line of a surfaced/1 agent.
@@ -190,4 +216,125 @@ func ValidCode(code string) bool {
 		}
 	}
 	return true
+}
+
+// SurfaceFetch asks the agent for one data page of a domain it hosts.
+type SurfaceFetch struct {
+	Type   string `json:"type"` // surface_fetch
+	ID     string `json:"id"`
+	Domain string `json:"domain"`
+	Path   string `json:"path"`
+	Query  string `json:"query"`
+	Rev    uint64 `json:"rev"`
+}
+
+// SurfaceFetchResult answers surface_fetch: a JSON page (Data), or an
+// artifact holding a larger one, with an optional ETag and max age
+// (seconds).
+type SurfaceFetchResult struct {
+	Type     string          `json:"type"` // surface_fetch_result
+	ID       string          `json:"id"`
+	OK       bool            `json:"ok"`
+	Data     json.RawMessage `json:"data,omitempty"`
+	Artifact string          `json:"artifact,omitempty"`
+	ETag     string          `json:"etag,omitempty"`
+	MaxAge   int64           `json:"maxAge,omitempty"`
+	Error    *ErrorBody      `json:"error,omitempty"`
+}
+
+// Artifact is an artifact as the agent lines carry it.
+type Artifact struct {
+	ID          string          `json:"id"`
+	SessionID   string          `json:"sessionId"`
+	MediaType   string          `json:"mediaType"`
+	Size        int64           `json:"size"`
+	SHA256      string          `json:"sha256"`
+	Name        string          `json:"name,omitempty"`
+	CreatedAt   string          `json:"createdAt"`
+	DerivedFrom string          `json:"derivedFrom,omitempty"`
+	Meta        json.RawMessage `json:"meta,omitempty"`
+}
+
+// ArtifactPut asks the daemon to ingest the file at Path as an artifact.
+type ArtifactPut struct {
+	Type        string          `json:"type"` // artifact_put
+	ID          string          `json:"id"`
+	Path        string          `json:"path"`
+	MediaType   string          `json:"mediaType"`
+	Name        string          `json:"name,omitempty"`
+	DerivedFrom string          `json:"derivedFrom,omitempty"`
+	Meta        json.RawMessage `json:"meta,omitempty"`
+}
+
+// ArtifactPutResult answers artifact_put.
+type ArtifactPutResult struct {
+	Type     string     `json:"type"` // artifact_put_result
+	ID       string     `json:"id"`
+	OK       bool       `json:"ok"`
+	Artifact *Artifact  `json:"artifact,omitempty"`
+	URL      string     `json:"url,omitempty"`
+	Error    *ErrorBody `json:"error,omitempty"`
+}
+
+// ArtifactGet asks the daemon to make an artifact's bytes readable.
+type ArtifactGet struct {
+	Type     string `json:"type"` // artifact_get
+	ID       string `json:"id"`
+	Artifact string `json:"artifact"`
+}
+
+// ArtifactGetResult answers artifact_get: Path is a file inside the scratch
+// directory holding the bytes.
+type ArtifactGetResult struct {
+	Type     string     `json:"type"` // artifact_get_result
+	ID       string     `json:"id"`
+	OK       bool       `json:"ok"`
+	Path     string     `json:"path,omitempty"`
+	Artifact *Artifact  `json:"artifact,omitempty"`
+	Error    *ErrorBody `json:"error,omitempty"`
+}
+
+// ArtifactList lists the session's artifacts, newest first.
+type ArtifactList struct {
+	Type      string `json:"type"` // artifact_list
+	ID        string `json:"id"`
+	MediaType string `json:"mediaType,omitempty"`
+	Cursor    string `json:"cursor,omitempty"`
+	Limit     int    `json:"limit,omitempty"`
+}
+
+// ArtifactListResult answers artifact_list. Artifacts is [] (never absent)
+// on success.
+type ArtifactListResult struct {
+	Type       string     `json:"type"` // artifact_list_result
+	ID         string     `json:"id"`
+	OK         bool       `json:"ok"`
+	Artifacts  []Artifact `json:"artifacts"`
+	NextCursor string     `json:"nextCursor,omitempty"`
+	Error      *ErrorBody `json:"error,omitempty"`
+}
+
+// ArtifactURL asks for a signed URL of an artifact; TTL in seconds (0: the
+// daemon's default).
+type ArtifactURL struct {
+	Type     string `json:"type"` // artifact_url
+	ID       string `json:"id"`
+	Artifact string `json:"artifact"`
+	TTL      int64  `json:"ttl,omitempty"`
+}
+
+// ArtifactURLResult answers artifact_url.
+type ArtifactURLResult struct {
+	Type  string     `json:"type"` // artifact_url_result
+	ID    string     `json:"id"`
+	OK    bool       `json:"ok"`
+	URL   string     `json:"url,omitempty"`
+	Error *ErrorBody `json:"error,omitempty"`
+}
+
+// PromptAttachment is one attachment of a prompt to a surfaced/1 agent.
+type PromptAttachment struct {
+	ID        string `json:"id"`
+	MediaType string `json:"mediaType"`
+	Name      string `json:"name,omitempty"`
 }

@@ -87,6 +87,13 @@ type sessionActor struct {
 	activated bool
 	// diagLog bounds the log records of diagnostics (the agent's doing).
 	diagLog *lograte.Limiter
+	// arts carries out the agent's artifact lines (nil until the agent
+	// first starts, or without artifacts).
+	arts *agentArtifacts
+	// loading counts the prompts whose images are being read for a plain pi
+	// agent; the commands after them wait in outbox, in order.
+	loading int
+	outbox  []held
 }
 
 func newSessionActor(cfg Config) *sessionActor {
@@ -131,6 +138,11 @@ func (s *sessionActor) newDiagLog() *lograte.Limiter {
 // the node.
 type (
 	readyTimeout struct{ incarnation uint32 }
+	// imagesRead: the images of a plain pi agent's prompt were read.
+	imagesRead struct {
+		incarnation uint32
+		cmd         turn.Command
+	}
 	restartAgent struct{}
 	abortGrace   struct{ turn uint64 }
 	kvPersisted  struct {
@@ -232,6 +244,8 @@ func (s *sessionActor) live(ctx actor.Context) {
 	// Own timers and store callbacks.
 	case *readyTimeout:
 		s.readyTimedOut(ctx, m)
+	case *imagesRead:
+		s.imagesRead(m)
 	case *restartAgent:
 		s.restartAgent(ctx)
 	case *abortGrace:

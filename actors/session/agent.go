@@ -90,6 +90,9 @@ func (s *sessionActor) startAgent(ctx actor.Context) {
 	if s.lim.FloodRate > 0 {
 		a.unsolicited = rate.NewLimiter(rate.Limit(s.lim.FloodRate), s.lim.FloodBurst)
 	}
+	if dir := s.scratch(cwd); dir != "" {
+		env = append(env, proc.EnvArtifactDir+"="+dir)
+	}
 	cfg := agentactor.Config{
 		SessionID:   s.rec.ID,
 		Incarnation: a.incarnation,
@@ -358,6 +361,13 @@ func (s *sessionActor) routeLine(ctx actor.Context, m *pb.AgentLine) {
 			return
 		}
 		s.surfaceLine(ctx, typ, line)
+	case proc.TypeArtifactPut, proc.TypeArtifactGet, proc.TypeArtifactList, proc.TypeArtifactURL:
+		if !s.agent.announced {
+			s.diagnostic("invalid_line", typ+" from an agent that did not announce "+proc.Protocol)
+			s.unsolicitedLine(ctx, "artifact lines without "+proc.Protocol)
+			return
+		}
+		s.artifactLine(typ, line)
 	case proc.TypeSurfaceDispatchResult:
 		s.log.Debug("late surface_dispatch_result ignored", "id", m.GetId())
 		s.unsolicitedLine(ctx, "an answer to no command")
@@ -511,9 +521,27 @@ func (o turnOut) Title(title string)                  { o.s.setTitle(title) }
 func (o turnOut) Model(m *proc.Model)                 { o.s.learnModel(m) }
 
 // Send needs the actor's context for the hop; the agent actor is a child, so
-// the system's root sends it just as well and in the same order.
+// the system's root sends it just as well and in the same order. A prompt's
+// attachments go as the agent takes them (prompt.go).
 func (o turnOut) Send(c turn.Command) {
 	s := o.s
+	if s.agent.pid == nil {
+		return
+	}
+	if s.loading > 0 {
+		// Behind the prompt whose images are being read.
+		s.outbox = append(s.outbox, held{incarnation: s.agent.incarnation, cmd: c})
+		return
+	}
+	if len(c.Attachments) > 0 {
+		s.sendPrompt(c)
+		return
+	}
+	s.sendCommand(c)
+}
+
+// sendCommand writes a command to the agent now.
+func (s *sessionActor) sendCommand(c turn.Command) {
 	if s.agent.pid == nil {
 		return
 	}

@@ -6,6 +6,8 @@ package session
 
 import (
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -135,6 +137,11 @@ type Deps struct {
 	// Artifacts are the daemon's artifacts (optional): the agent lines of
 	// a session put, get, list and sign its artifacts through it.
 	Artifacts *artifact.Service
+	// ScratchRoot holds the sessions' scratch directories
+	// (<root>/<session id>, SURFACED_ARTIFACT_DIR in the agent's
+	// environment) when Artifacts is set. Empty: surfaced-scratch in the
+	// system's temporary directory.
+	ScratchRoot string
 
 	// Leaser, when set (a cluster), fences the session: an activation takes
 	// the session's lease before it writes anything and writes under its
@@ -159,6 +166,15 @@ func (d *Deps) clock() clock.Clock {
 		return d.Clock
 	}
 	return clock.Real{}
+}
+
+// scratchDir is the scratch directory of a session.
+func (d *Deps) scratchDir(sessionID string) string {
+	root := d.ScratchRoot
+	if root == "" {
+		root = filepath.Join(os.TempDir(), "surfaced-scratch")
+	}
+	return filepath.Join(root, sessionID)
 }
 
 func (d *Deps) leaseTTL() time.Duration {

@@ -143,6 +143,7 @@ func (s *sessionActor) reserveIDs(need uint64) uint64 {
 // are answered, every client gets end, and the actor becomes ended.
 func (s *sessionActor) end(ctx actor.Context, reason, code, detail string) {
 	s.stopAgent(ctx)
+	s.dropScratch(true)
 	s.turns.Close("the session ended")
 	for name, d := range s.domains {
 		ctx.Stop(d.pid)
@@ -225,6 +226,7 @@ func (s *sessionActor) stopping(ctx actor.Context) {
 	// Prompts whose record is in flight: it may land, or not, after this.
 	s.answerPrompts(ctx, pb.Err(CodeOutcomeUnknown, "the session stopped before the prompt's record was confirmed: it may or may not be in the transcript"))
 	s.releaseLease()
+	s.dropScratch(false)
 	s.agent.stopTimer()
 	if s.agent.pid != nil {
 		s.agent.expectExit = true

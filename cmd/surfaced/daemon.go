@@ -79,6 +79,7 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 		Quotas:         f.Quotas(),
 		Artifacts:      f.ArtifactLimits(),
 		EndedRetention: f.EndedRetention(),
+		ScratchDir:     filepath.Join(f.DataDir, "scratch"),
 		Logger:         log,
 		WorkspaceRoots: f.WorkspaceRoots,
 		Props:          dev.runtimeProps(),
