@@ -208,6 +208,7 @@ func (s *Server) routes() {
 	api.GET("/sessions/:id/chat/stream", s.chatStream)
 	api.GET("/sessions/:id/surfaces", s.listSurfaces)
 	api.POST("/sessions/:id/surfaces/:domain/:action", s.runCommand)
+	api.GET("/sessions/:id/surfaces/:domain/data/*", s.fetchData)
 	api.POST("/sessions/:id/state", s.setState)
 	api.GET("/sessions/:id/state", s.getState)
 	api.POST("/sessions/:id/ui-response", s.uiResponse)

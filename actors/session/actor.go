@@ -212,6 +212,8 @@ func (s *sessionActor) live(ctx actor.Context) {
 		s.abort(ctx, m)
 	case *pb.RunCommand:
 		s.runCommand(ctx, m)
+	case *pb.SurfaceFetch:
+		s.fetchData(ctx, m)
 	case *pb.SetState:
 		s.setState(ctx, m)
 	case *pb.GetState:
@@ -290,7 +292,7 @@ func (s *sessionActor) ended(ctx actor.Context) {
 	case *pb.ArtifactNotice:
 		// Nobody watches an ended session.
 		ctx.Respond(&pb.ArtifactNoticeResult{Ok: true})
-	case *pb.Subscribe, *pb.Prompt, *pb.Abort, *pb.RunCommand, *pb.SetState, *pb.UIResponse:
+	case *pb.Subscribe, *pb.Prompt, *pb.Abort, *pb.RunCommand, *pb.SetState, *pb.UIResponse, *pb.SurfaceFetch:
 		s.refuseEnded(ctx)
 	case *kvPersisted:
 		s.kvPersisted(ctx, m)

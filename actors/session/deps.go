@@ -44,6 +44,7 @@ type Limits struct {
 	StdinBytes        int           // agent stdin queue: records the agent has not read yet (64 MiB)
 	ReadyTimeout      time.Duration // agent readiness (30 s)
 	SettleWindow      time.Duration // agent-hosted command answer (15 s)
+	FetchTimeout      time.Duration // a data page (15 s)
 	RestartMax        int           // restarts allowed within RestartWindow (3); negative: never restart
 	RestartWindow     time.Duration // (60 s)
 	RestartBackoff    time.Duration // first backoff, doubled per restart (250 ms)
@@ -94,6 +95,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.StdinBytes, proc.WriteQueueLimit)
 	defd(&l.ReadyTimeout, 30*time.Second)
 	defd(&l.SettleWindow, surface.DefaultSettleWindow)
+	defd(&l.FetchTimeout, surface.DefaultFetchTimeout)
 	def(&l.RestartMax, 3)
 	defd(&l.RestartWindow, 60*time.Second)
 	defd(&l.RestartBackoff, 250*time.Millisecond)

@@ -25,6 +25,11 @@ type domainRef struct {
 	// has not declared (again). Its actor lives on so that its snapshot and
 	// rev continue if the domain comes back.
 	registered bool
+	// data is the domain's data plane actor (nil: none yet); hasData says
+	// whether the domain serves pages now (an agent-hosted domain declares
+	// it each time).
+	data    *actor.PID
+	hasData bool
 }
 
 // spawnNativeDomains starts the native domains of the session's agent: they
@@ -40,6 +45,9 @@ func (s *sessionActor) spawnNativeDomains(ctx actor.Context) {
 			continue
 		}
 		s.spawnDomain(ctx, surface.Config{Domain: name, Hosted: surface.HostedNative, Native: d}, d.Commands(), 0)
+		if surface.HasData(d) {
+			s.spawnFetcher(ctx, s.domains[name], surface.FetcherConfig{Domain: name, Hosted: surface.HostedNative, Native: d.(surface.DataDomain)})
+		}
 	}
 }
 
@@ -74,9 +82,46 @@ func (s *sessionActor) declareDomains(ctx actor.Context, decls []proc.SurfaceDec
 			d.commands = cmds
 			d.registered = true
 			ctx.Send(d.pid, &pb.AgentAvailable{Agent: pb.PidOf(s.agent.pid), Incarnation: inc, Commands: cmds})
+			s.agentData(ctx, d, decl)
 			continue
 		}
 		s.spawnDomain(ctx, surface.Config{Domain: decl.Domain, Hosted: surface.HostedAgent, Commands: cmds, Initial: decl.InitialState}, cmds, inc)
+		s.agentData(ctx, s.domains[decl.Domain], decl)
+	}
+}
+
+// agentData gives an agent-hosted domain the data plane its agent declared
+// (or takes it away: the actor stays, unasked, in case it comes back).
+func (s *sessionActor) agentData(ctx actor.Context, d *domainRef, decl proc.SurfaceDecl) {
+	d.hasData = decl.Data
+	switch {
+	case !decl.Data:
+	case d.data == nil:
+		s.spawnFetcher(ctx, d, surface.FetcherConfig{Domain: decl.Domain, Hosted: surface.HostedAgent})
+	default:
+		ctx.Send(d.data, &pb.AgentAvailable{Agent: pb.PidOf(s.agent.pid), Incarnation: s.agent.incarnation})
+	}
+}
+
+// spawnFetcher starts a domain's data plane actor with the domain's
+// current snapshot and agent.
+func (s *sessionActor) spawnFetcher(ctx actor.Context, d *domainRef, cfg surface.FetcherConfig) {
+	cfg.SessionID = s.rec.ID
+	cfg.Timeout = s.lim.FetchTimeout
+	cfg.Logger = s.deps.Logger
+	cfg.Clock = s.clock
+	props := surface.FetcherProps(cfg)
+	pid, err := ctx.SpawnNamed(props, "data-"+cfg.Domain)
+	if err != nil {
+		pid = ctx.Spawn(props)
+	}
+	d.data, d.hasData = pid, true
+	key := proc.SurfaceKey(cfg.Domain)
+	if e, ok := s.kv.Durable(key); ok && !e.Deleted {
+		ctx.Send(pid, &pb.StateCommitted{Key: key, Value: e.Value, Rev: e.Rev})
+	}
+	if cfg.Hosted == surface.HostedAgent && s.agent.pid != nil {
+		ctx.Send(pid, &pb.AgentAvailable{Agent: pb.PidOf(s.agent.pid), Incarnation: s.agent.incarnation})
 	}
 }
 
@@ -124,6 +169,9 @@ func (s *sessionActor) tellDomainsAgent(ctx actor.Context, agent *actor.PID) {
 	for _, d := range s.domains {
 		if d.hosted == surface.HostedAgent {
 			ctx.Send(d.pid, &pb.AgentAvailable{Agent: pb.PidOf(agent), Incarnation: s.agent.incarnation})
+			if d.data != nil {
+				ctx.Send(d.data, &pb.AgentAvailable{Agent: pb.PidOf(agent), Incarnation: s.agent.incarnation})
+			}
 		}
 	}
 }

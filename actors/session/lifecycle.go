@@ -147,6 +147,9 @@ func (s *sessionActor) end(ctx actor.Context, reason, code, detail string) {
 	s.turns.Close("the session ended")
 	for name, d := range s.domains {
 		ctx.Stop(d.pid)
+		if d.data != nil {
+			ctx.Stop(d.data)
+		}
 		delete(s.domains, name)
 	}
 	s.setStatus(StatusEnded, code, detail)
@@ -385,6 +388,8 @@ func (s *sessionActor) refuseEnded(ctx actor.Context) {
 		ctx.Respond(&pb.SetStateResult{Error: ended})
 	case *pb.UIResponse:
 		ctx.Respond(&pb.UIResponseResult{Error: ended})
+	case *pb.SurfaceFetch:
+		ctx.Respond(&pb.SurfaceFetchResult{Refused: ended})
 	}
 }
 

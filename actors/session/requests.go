@@ -152,6 +152,25 @@ func (s *sessionActor) runCommand(ctx actor.Context, m *pb.RunCommand) {
 	ctx.Forward(d.pid)
 }
 
+// fetchData routes a data page request to the domain's data plane actor,
+// which answers the caller directly: beside the domain's commands, never
+// behind them.
+func (s *sessionActor) fetchData(ctx actor.Context, m *pb.SurfaceFetch) {
+	if !s.allowed(m.GetCaller()) {
+		ctx.Respond(&pb.SurfaceFetchResult{Refused: notFound()})
+		return
+	}
+	d, ok := s.registered(m.GetDomain())
+	switch {
+	case !ok:
+		ctx.Respond(&pb.SurfaceFetchResult{Error: pb.Err(proc.CodeSurfaceNotRegistered, notRegistered(m.GetDomain()))})
+	case d.data == nil || !d.hasData:
+		ctx.Respond(&pb.SurfaceFetchResult{Error: pb.Err(proc.CodeNoDataPlane, fmt.Sprintf("the surface %q serves no data pages", m.GetDomain()))})
+	default:
+		ctx.Forward(d.data)
+	}
+}
+
 func (s *sessionActor) refuseCommand(ctx actor.Context, code, msg string) {
 	s.deps.Metrics.Command(code)
 	ctx.Respond(&pb.CommandResult{Refused: pb.Err(code, msg)})

@@ -224,6 +224,9 @@ func (s *sessionActor) stateCommitted(ctx actor.Context, m *pb.StateCommitted) {
 	}
 	if d, ok := s.domains[strings.TrimPrefix(key, proc.SurfaceKeyPrefix)]; ok {
 		d.rev = m.GetRev()
+		if d.data != nil {
+			ctx.Send(d.data, m)
+		}
 	}
 	s.emit(pb.StateOf(key, m.GetValue(), m.GetRev(), m.GetDeleted()), "state:"+key)
 }

@@ -138,14 +138,18 @@ func Typed[S, A any](f func(ctx *Ctx[S], args A) (any, error)) Command[S] {
 
 // Define builds a native domain whose state is a JSON-serializable Go value.
 // initial is copied through JSON for every session, so sessions never share
-// slices or maps of it.
-func Define[S any](domain string, initial S, commands map[string]Command[S]) Domain {
+// slices or maps of it. Options add to it: Data gives it a data plane.
+func Define[S any](domain string, initial S, commands map[string]Command[S], opts ...Option[S]) Domain {
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	return &typedDomain[S]{name: domain, initial: initial, commands: commands, names: names}
+	d := &typedDomain[S]{name: domain, initial: initial, commands: commands, names: names}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
 }
 
 type typedDomain[S any] struct {
@@ -153,6 +157,7 @@ type typedDomain[S any] struct {
 	initial  S
 	commands map[string]Command[S]
 	names    []string
+	data     DataHandler[S]
 }
 
 func (d *typedDomain[S]) Name() string       { return d.name }

@@ -3399,6 +3399,198 @@ func (x *CommandResult) GetRefused() *Error {
 	return nil
 }
 
+// SurfaceFetch asks a domain's data plane for one page
+// (GET /api/sessions/{id}/surfaces/{domain}/data/{path}?{query}). It never
+// changes state and does not wait behind the domain's commands.
+type SurfaceFetch struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Caller *Caller                `protobuf:"bytes,1,opt,name=caller,proto3" json:"caller,omitempty"`
+	Domain string                 `protobuf:"bytes,2,opt,name=domain,proto3" json:"domain,omitempty"`
+	// The page's path below data/, without a leading slash.
+	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	// The raw query string, without "?".
+	Query string `protobuf:"bytes,4,opt,name=query,proto3" json:"query,omitempty"`
+	// The client's If-None-Match header, as sent; empty when none.
+	IfNoneMatch   string `protobuf:"bytes,5,opt,name=if_none_match,json=ifNoneMatch,proto3" json:"if_none_match,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SurfaceFetch) Reset() {
+	*x = SurfaceFetch{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SurfaceFetch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SurfaceFetch) ProtoMessage() {}
+
+func (x *SurfaceFetch) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SurfaceFetch.ProtoReflect.Descriptor instead.
+func (*SurfaceFetch) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *SurfaceFetch) GetCaller() *Caller {
+	if x != nil {
+		return x.Caller
+	}
+	return nil
+}
+
+func (x *SurfaceFetch) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
+}
+
+func (x *SurfaceFetch) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SurfaceFetch) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *SurfaceFetch) GetIfNoneMatch() string {
+	if x != nil {
+		return x.IfNoneMatch
+	}
+	return ""
+}
+
+// SurfaceFetchResult is a data page: JSON data, or an artifact of the
+// session holding a larger one; or why not.
+type SurfaceFetchResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Data  []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// An artifact id: the client is sent to its signed URL.
+	Artifact string `protobuf:"bytes,2,opt,name=artifact,proto3" json:"artifact,omitempty"`
+	// The page's ETag, quoted as HTTP writes it; empty when none.
+	Etag string `protobuf:"bytes,3,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Seconds a client may keep the page; 0: none.
+	MaxAge int64 `protobuf:"varint,4,opt,name=max_age,json=maxAge,proto3" json:"max_age,omitempty"`
+	// The client's If-None-Match matches etag: no data, no artifact.
+	NotModified bool `protobuf:"varint,5,opt,name=not_modified,json=notModified,proto3" json:"not_modified,omitempty"`
+	// The domain's rev the page was made at.
+	Rev uint64 `protobuf:"varint,6,opt,name=rev,proto3" json:"rev,omitempty"`
+	// The handler's or the data plane's failure (not_found, no_data_plane,
+	// agent_unavailable, timeout, ...).
+	Error *Error `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	// The session refused the request before any domain saw it.
+	Refused       *Error `protobuf:"bytes,8,opt,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SurfaceFetchResult) Reset() {
+	*x = SurfaceFetchResult{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SurfaceFetchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SurfaceFetchResult) ProtoMessage() {}
+
+func (x *SurfaceFetchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SurfaceFetchResult.ProtoReflect.Descriptor instead.
+func (*SurfaceFetchResult) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *SurfaceFetchResult) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *SurfaceFetchResult) GetArtifact() string {
+	if x != nil {
+		return x.Artifact
+	}
+	return ""
+}
+
+func (x *SurfaceFetchResult) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+func (x *SurfaceFetchResult) GetMaxAge() int64 {
+	if x != nil {
+		return x.MaxAge
+	}
+	return 0
+}
+
+func (x *SurfaceFetchResult) GetNotModified() bool {
+	if x != nil {
+		return x.NotModified
+	}
+	return false
+}
+
+func (x *SurfaceFetchResult) GetRev() uint64 {
+	if x != nil {
+		return x.Rev
+	}
+	return 0
+}
+
+func (x *SurfaceFetchResult) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *SurfaceFetchResult) GetRefused() *Error {
+	if x != nil {
+		return x.Refused
+	}
+	return nil
+}
+
 type SetState struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Caller        *Caller                `protobuf:"bytes,1,opt,name=caller,proto3" json:"caller,omitempty"`
@@ -3411,7 +3603,7 @@ type SetState struct {
 
 func (x *SetState) Reset() {
 	*x = SetState{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[44]
+	mi := &file_surfaced_v1_session_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3423,7 +3615,7 @@ func (x *SetState) String() string {
 func (*SetState) ProtoMessage() {}
 
 func (x *SetState) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[44]
+	mi := &file_surfaced_v1_session_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3436,7 +3628,7 @@ func (x *SetState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetState.ProtoReflect.Descriptor instead.
 func (*SetState) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{44}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SetState) GetCaller() *Caller {
@@ -3478,7 +3670,7 @@ type SetStateResult struct {
 
 func (x *SetStateResult) Reset() {
 	*x = SetStateResult{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[45]
+	mi := &file_surfaced_v1_session_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3490,7 +3682,7 @@ func (x *SetStateResult) String() string {
 func (*SetStateResult) ProtoMessage() {}
 
 func (x *SetStateResult) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[45]
+	mi := &file_surfaced_v1_session_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3503,7 +3695,7 @@ func (x *SetStateResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetStateResult.ProtoReflect.Descriptor instead.
 func (*SetStateResult) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{45}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SetStateResult) GetOk() bool {
@@ -3539,7 +3731,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[46]
+	mi := &file_surfaced_v1_session_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3551,7 +3743,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[46]
+	mi := &file_surfaced_v1_session_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3564,7 +3756,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{46}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -3604,7 +3796,7 @@ type GetState struct {
 
 func (x *GetState) Reset() {
 	*x = GetState{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[47]
+	mi := &file_surfaced_v1_session_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3616,7 +3808,7 @@ func (x *GetState) String() string {
 func (*GetState) ProtoMessage() {}
 
 func (x *GetState) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[47]
+	mi := &file_surfaced_v1_session_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3629,7 +3821,7 @@ func (x *GetState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetState.ProtoReflect.Descriptor instead.
 func (*GetState) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{47}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetState) GetCaller() *Caller {
@@ -3649,7 +3841,7 @@ type StateEntries struct {
 
 func (x *StateEntries) Reset() {
 	*x = StateEntries{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[48]
+	mi := &file_surfaced_v1_session_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3661,7 +3853,7 @@ func (x *StateEntries) String() string {
 func (*StateEntries) ProtoMessage() {}
 
 func (x *StateEntries) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[48]
+	mi := &file_surfaced_v1_session_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3674,7 +3866,7 @@ func (x *StateEntries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateEntries.ProtoReflect.Descriptor instead.
 func (*StateEntries) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{48}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *StateEntries) GetEntries() []*KVEntry {
@@ -3700,7 +3892,7 @@ type GetMessages struct {
 
 func (x *GetMessages) Reset() {
 	*x = GetMessages{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[49]
+	mi := &file_surfaced_v1_session_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3712,7 +3904,7 @@ func (x *GetMessages) String() string {
 func (*GetMessages) ProtoMessage() {}
 
 func (x *GetMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[49]
+	mi := &file_surfaced_v1_session_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3725,7 +3917,7 @@ func (x *GetMessages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessages.ProtoReflect.Descriptor instead.
 func (*GetMessages) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{49}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetMessages) GetCaller() *Caller {
@@ -3758,7 +3950,7 @@ type TranscriptEntry struct {
 
 func (x *TranscriptEntry) Reset() {
 	*x = TranscriptEntry{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[50]
+	mi := &file_surfaced_v1_session_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3770,7 +3962,7 @@ func (x *TranscriptEntry) String() string {
 func (*TranscriptEntry) ProtoMessage() {}
 
 func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[50]
+	mi := &file_surfaced_v1_session_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3783,7 +3975,7 @@ func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscriptEntry.ProtoReflect.Descriptor instead.
 func (*TranscriptEntry) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{50}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *TranscriptEntry) GetRole() string {
@@ -3880,7 +4072,7 @@ type Transcript struct {
 
 func (x *Transcript) Reset() {
 	*x = Transcript{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[51]
+	mi := &file_surfaced_v1_session_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3892,7 +4084,7 @@ func (x *Transcript) String() string {
 func (*Transcript) ProtoMessage() {}
 
 func (x *Transcript) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[51]
+	mi := &file_surfaced_v1_session_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3905,7 +4097,7 @@ func (x *Transcript) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transcript.ProtoReflect.Descriptor instead.
 func (*Transcript) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{51}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Transcript) GetEntries() []*TranscriptEntry {
@@ -3936,7 +4128,7 @@ type UIResponse struct {
 
 func (x *UIResponse) Reset() {
 	*x = UIResponse{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[52]
+	mi := &file_surfaced_v1_session_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3948,7 +4140,7 @@ func (x *UIResponse) String() string {
 func (*UIResponse) ProtoMessage() {}
 
 func (x *UIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[52]
+	mi := &file_surfaced_v1_session_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3961,7 +4153,7 @@ func (x *UIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UIResponse.ProtoReflect.Descriptor instead.
 func (*UIResponse) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{52}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *UIResponse) GetCaller() *Caller {
@@ -4009,7 +4201,7 @@ type UIResponseResult struct {
 
 func (x *UIResponseResult) Reset() {
 	*x = UIResponseResult{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[53]
+	mi := &file_surfaced_v1_session_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4021,7 +4213,7 @@ func (x *UIResponseResult) String() string {
 func (*UIResponseResult) ProtoMessage() {}
 
 func (x *UIResponseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[53]
+	mi := &file_surfaced_v1_session_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4034,7 +4226,7 @@ func (x *UIResponseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UIResponseResult.ProtoReflect.Descriptor instead.
 func (*UIResponseResult) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{53}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *UIResponseResult) GetOk() bool {
@@ -4063,7 +4255,7 @@ type Stop struct {
 
 func (x *Stop) Reset() {
 	*x = Stop{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[54]
+	mi := &file_surfaced_v1_session_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4075,7 +4267,7 @@ func (x *Stop) String() string {
 func (*Stop) ProtoMessage() {}
 
 func (x *Stop) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[54]
+	mi := &file_surfaced_v1_session_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4088,7 +4280,7 @@ func (x *Stop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop.ProtoReflect.Descriptor instead.
 func (*Stop) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{54}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Stop) GetCaller() *Caller {
@@ -4115,7 +4307,7 @@ type StopResult struct {
 
 func (x *StopResult) Reset() {
 	*x = StopResult{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[55]
+	mi := &file_surfaced_v1_session_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4127,7 +4319,7 @@ func (x *StopResult) String() string {
 func (*StopResult) ProtoMessage() {}
 
 func (x *StopResult) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[55]
+	mi := &file_surfaced_v1_session_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4140,7 +4332,7 @@ func (x *StopResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopResult.ProtoReflect.Descriptor instead.
 func (*StopResult) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{55}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *StopResult) GetOk() bool {
@@ -4171,7 +4363,7 @@ type ArtifactNotice struct {
 
 func (x *ArtifactNotice) Reset() {
 	*x = ArtifactNotice{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[56]
+	mi := &file_surfaced_v1_session_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4183,7 +4375,7 @@ func (x *ArtifactNotice) String() string {
 func (*ArtifactNotice) ProtoMessage() {}
 
 func (x *ArtifactNotice) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[56]
+	mi := &file_surfaced_v1_session_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4196,7 +4388,7 @@ func (x *ArtifactNotice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactNotice.ProtoReflect.Descriptor instead.
 func (*ArtifactNotice) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{56}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ArtifactNotice) GetCaller() *Caller {
@@ -4223,7 +4415,7 @@ type ArtifactNoticeResult struct {
 
 func (x *ArtifactNoticeResult) Reset() {
 	*x = ArtifactNoticeResult{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[57]
+	mi := &file_surfaced_v1_session_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4235,7 +4427,7 @@ func (x *ArtifactNoticeResult) String() string {
 func (*ArtifactNoticeResult) ProtoMessage() {}
 
 func (x *ArtifactNoticeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[57]
+	mi := &file_surfaced_v1_session_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4248,7 +4440,7 @@ func (x *ArtifactNoticeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactNoticeResult.ProtoReflect.Descriptor instead.
 func (*ArtifactNoticeResult) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{57}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ArtifactNoticeResult) GetOk() bool {
@@ -4274,7 +4466,7 @@ type ListSurfaces struct {
 
 func (x *ListSurfaces) Reset() {
 	*x = ListSurfaces{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[58]
+	mi := &file_surfaced_v1_session_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4286,7 +4478,7 @@ func (x *ListSurfaces) String() string {
 func (*ListSurfaces) ProtoMessage() {}
 
 func (x *ListSurfaces) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[58]
+	mi := &file_surfaced_v1_session_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4299,7 +4491,7 @@ func (x *ListSurfaces) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSurfaces.ProtoReflect.Descriptor instead.
 func (*ListSurfaces) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{58}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListSurfaces) GetCaller() *Caller {
@@ -4319,7 +4511,7 @@ type SurfaceList struct {
 
 func (x *SurfaceList) Reset() {
 	*x = SurfaceList{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[59]
+	mi := &file_surfaced_v1_session_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4331,7 +4523,7 @@ func (x *SurfaceList) String() string {
 func (*SurfaceList) ProtoMessage() {}
 
 func (x *SurfaceList) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[59]
+	mi := &file_surfaced_v1_session_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4344,7 +4536,7 @@ func (x *SurfaceList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SurfaceList.ProtoReflect.Descriptor instead.
 func (*SurfaceList) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{59}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SurfaceList) GetSurfaces() []*SurfaceInfo {
@@ -4374,7 +4566,7 @@ type StateCommitted struct {
 
 func (x *StateCommitted) Reset() {
 	*x = StateCommitted{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[60]
+	mi := &file_surfaced_v1_session_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4386,7 +4578,7 @@ func (x *StateCommitted) String() string {
 func (*StateCommitted) ProtoMessage() {}
 
 func (x *StateCommitted) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[60]
+	mi := &file_surfaced_v1_session_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4399,7 +4591,7 @@ func (x *StateCommitted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateCommitted.ProtoReflect.Descriptor instead.
 func (*StateCommitted) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{60}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *StateCommitted) GetKey() string {
@@ -4444,7 +4636,7 @@ type AgentAvailable struct {
 
 func (x *AgentAvailable) Reset() {
 	*x = AgentAvailable{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[61]
+	mi := &file_surfaced_v1_session_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4456,7 +4648,7 @@ func (x *AgentAvailable) String() string {
 func (*AgentAvailable) ProtoMessage() {}
 
 func (x *AgentAvailable) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[61]
+	mi := &file_surfaced_v1_session_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4469,7 +4661,7 @@ func (x *AgentAvailable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentAvailable.ProtoReflect.Descriptor instead.
 func (*AgentAvailable) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{61}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AgentAvailable) GetAgent() *Pid {
@@ -4508,7 +4700,7 @@ type AgentSend struct {
 
 func (x *AgentSend) Reset() {
 	*x = AgentSend{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[62]
+	mi := &file_surfaced_v1_session_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4520,7 +4712,7 @@ func (x *AgentSend) String() string {
 func (*AgentSend) ProtoMessage() {}
 
 func (x *AgentSend) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[62]
+	mi := &file_surfaced_v1_session_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4533,7 +4725,7 @@ func (x *AgentSend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSend.ProtoReflect.Descriptor instead.
 func (*AgentSend) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{62}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *AgentSend) GetLine() []byte {
@@ -4575,7 +4767,7 @@ type AgentReply struct {
 
 func (x *AgentReply) Reset() {
 	*x = AgentReply{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[63]
+	mi := &file_surfaced_v1_session_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4587,7 +4779,7 @@ func (x *AgentReply) String() string {
 func (*AgentReply) ProtoMessage() {}
 
 func (x *AgentReply) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[63]
+	mi := &file_surfaced_v1_session_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4600,7 +4792,7 @@ func (x *AgentReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentReply.ProtoReflect.Descriptor instead.
 func (*AgentReply) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{63}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *AgentReply) GetId() string {
@@ -4651,7 +4843,7 @@ type AgentLine struct {
 
 func (x *AgentLine) Reset() {
 	*x = AgentLine{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[64]
+	mi := &file_surfaced_v1_session_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4663,7 +4855,7 @@ func (x *AgentLine) String() string {
 func (*AgentLine) ProtoMessage() {}
 
 func (x *AgentLine) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[64]
+	mi := &file_surfaced_v1_session_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4676,7 +4868,7 @@ func (x *AgentLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentLine.ProtoReflect.Descriptor instead.
 func (*AgentLine) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{64}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *AgentLine) GetIncarnation() uint32 {
@@ -4718,7 +4910,7 @@ type AgentLines struct {
 
 func (x *AgentLines) Reset() {
 	*x = AgentLines{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[65]
+	mi := &file_surfaced_v1_session_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4730,7 +4922,7 @@ func (x *AgentLines) String() string {
 func (*AgentLines) ProtoMessage() {}
 
 func (x *AgentLines) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[65]
+	mi := &file_surfaced_v1_session_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4743,7 +4935,7 @@ func (x *AgentLines) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentLines.ProtoReflect.Descriptor instead.
 func (*AgentLines) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{65}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *AgentLines) GetLines() []*AgentLine {
@@ -4764,7 +4956,7 @@ type AgentDiagnostic struct {
 
 func (x *AgentDiagnostic) Reset() {
 	*x = AgentDiagnostic{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[66]
+	mi := &file_surfaced_v1_session_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4776,7 +4968,7 @@ func (x *AgentDiagnostic) String() string {
 func (*AgentDiagnostic) ProtoMessage() {}
 
 func (x *AgentDiagnostic) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[66]
+	mi := &file_surfaced_v1_session_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4789,7 +4981,7 @@ func (x *AgentDiagnostic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentDiagnostic.ProtoReflect.Descriptor instead.
 func (*AgentDiagnostic) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{66}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *AgentDiagnostic) GetIncarnation() uint32 {
@@ -4826,7 +5018,7 @@ type AgentExited struct {
 
 func (x *AgentExited) Reset() {
 	*x = AgentExited{}
-	mi := &file_surfaced_v1_session_proto_msgTypes[67]
+	mi := &file_surfaced_v1_session_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4838,7 +5030,7 @@ func (x *AgentExited) String() string {
 func (*AgentExited) ProtoMessage() {}
 
 func (x *AgentExited) ProtoReflect() protoreflect.Message {
-	mi := &file_surfaced_v1_session_proto_msgTypes[67]
+	mi := &file_surfaced_v1_session_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4851,7 +5043,7 @@ func (x *AgentExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentExited.ProtoReflect.Descriptor instead.
 func (*AgentExited) Descriptor() ([]byte, []int) {
-	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{67}
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *AgentExited) GetIncarnation() uint32 {
@@ -5155,7 +5347,22 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\v2\x12.surfaced.v1.ErrorR\x05error\x12 \n" +
 	"\vcorrelation\x18\x04 \x01(\tR\vcorrelation\x12\x10\n" +
 	"\x03rev\x18\x05 \x01(\x04R\x03rev\x12,\n" +
-	"\arefused\x18\x06 \x01(\v2\x12.surfaced.v1.ErrorR\arefused\"w\n" +
+	"\arefused\x18\x06 \x01(\v2\x12.surfaced.v1.ErrorR\arefused\"\xa1\x01\n" +
+	"\fSurfaceFetch\x12+\n" +
+	"\x06caller\x18\x01 \x01(\v2\x13.surfaced.v1.CallerR\x06caller\x12\x16\n" +
+	"\x06domain\x18\x02 \x01(\tR\x06domain\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x14\n" +
+	"\x05query\x18\x04 \x01(\tR\x05query\x12\"\n" +
+	"\rif_none_match\x18\x05 \x01(\tR\vifNoneMatch\"\xfe\x01\n" +
+	"\x12SurfaceFetchResult\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x1a\n" +
+	"\bartifact\x18\x02 \x01(\tR\bartifact\x12\x12\n" +
+	"\x04etag\x18\x03 \x01(\tR\x04etag\x12\x17\n" +
+	"\amax_age\x18\x04 \x01(\x03R\x06maxAge\x12!\n" +
+	"\fnot_modified\x18\x05 \x01(\bR\vnotModified\x12\x10\n" +
+	"\x03rev\x18\x06 \x01(\x04R\x03rev\x12(\n" +
+	"\x05error\x18\a \x01(\v2\x12.surfaced.v1.ErrorR\x05error\x12,\n" +
+	"\arefused\x18\b \x01(\v2\x12.surfaced.v1.ErrorR\arefused\"w\n" +
 	"\bSetState\x12+\n" +
 	"\x06caller\x18\x01 \x01(\v2\x13.surfaced.v1.CallerR\x06caller\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
@@ -5286,7 +5493,7 @@ func file_surfaced_v1_session_proto_rawDescGZIP() []byte {
 }
 
 var file_surfaced_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_surfaced_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_surfaced_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_surfaced_v1_session_proto_goTypes = []any{
 	(PartKind)(0),                // 0: surfaced.v1.PartKind
 	(SubscribeFrom)(0),           // 1: surfaced.v1.SubscribeFrom
@@ -5334,30 +5541,32 @@ var file_surfaced_v1_session_proto_goTypes = []any{
 	(*AbortResult)(nil),          // 43: surfaced.v1.AbortResult
 	(*RunCommand)(nil),           // 44: surfaced.v1.RunCommand
 	(*CommandResult)(nil),        // 45: surfaced.v1.CommandResult
-	(*SetState)(nil),             // 46: surfaced.v1.SetState
-	(*SetStateResult)(nil),       // 47: surfaced.v1.SetStateResult
-	(*KVEntry)(nil),              // 48: surfaced.v1.KVEntry
-	(*GetState)(nil),             // 49: surfaced.v1.GetState
-	(*StateEntries)(nil),         // 50: surfaced.v1.StateEntries
-	(*GetMessages)(nil),          // 51: surfaced.v1.GetMessages
-	(*TranscriptEntry)(nil),      // 52: surfaced.v1.TranscriptEntry
-	(*Transcript)(nil),           // 53: surfaced.v1.Transcript
-	(*UIResponse)(nil),           // 54: surfaced.v1.UIResponse
-	(*UIResponseResult)(nil),     // 55: surfaced.v1.UIResponseResult
-	(*Stop)(nil),                 // 56: surfaced.v1.Stop
-	(*StopResult)(nil),           // 57: surfaced.v1.StopResult
-	(*ArtifactNotice)(nil),       // 58: surfaced.v1.ArtifactNotice
-	(*ArtifactNoticeResult)(nil), // 59: surfaced.v1.ArtifactNoticeResult
-	(*ListSurfaces)(nil),         // 60: surfaced.v1.ListSurfaces
-	(*SurfaceList)(nil),          // 61: surfaced.v1.SurfaceList
-	(*StateCommitted)(nil),       // 62: surfaced.v1.StateCommitted
-	(*AgentAvailable)(nil),       // 63: surfaced.v1.AgentAvailable
-	(*AgentSend)(nil),            // 64: surfaced.v1.AgentSend
-	(*AgentReply)(nil),           // 65: surfaced.v1.AgentReply
-	(*AgentLine)(nil),            // 66: surfaced.v1.AgentLine
-	(*AgentLines)(nil),           // 67: surfaced.v1.AgentLines
-	(*AgentDiagnostic)(nil),      // 68: surfaced.v1.AgentDiagnostic
-	(*AgentExited)(nil),          // 69: surfaced.v1.AgentExited
+	(*SurfaceFetch)(nil),         // 46: surfaced.v1.SurfaceFetch
+	(*SurfaceFetchResult)(nil),   // 47: surfaced.v1.SurfaceFetchResult
+	(*SetState)(nil),             // 48: surfaced.v1.SetState
+	(*SetStateResult)(nil),       // 49: surfaced.v1.SetStateResult
+	(*KVEntry)(nil),              // 50: surfaced.v1.KVEntry
+	(*GetState)(nil),             // 51: surfaced.v1.GetState
+	(*StateEntries)(nil),         // 52: surfaced.v1.StateEntries
+	(*GetMessages)(nil),          // 53: surfaced.v1.GetMessages
+	(*TranscriptEntry)(nil),      // 54: surfaced.v1.TranscriptEntry
+	(*Transcript)(nil),           // 55: surfaced.v1.Transcript
+	(*UIResponse)(nil),           // 56: surfaced.v1.UIResponse
+	(*UIResponseResult)(nil),     // 57: surfaced.v1.UIResponseResult
+	(*Stop)(nil),                 // 58: surfaced.v1.Stop
+	(*StopResult)(nil),           // 59: surfaced.v1.StopResult
+	(*ArtifactNotice)(nil),       // 60: surfaced.v1.ArtifactNotice
+	(*ArtifactNoticeResult)(nil), // 61: surfaced.v1.ArtifactNoticeResult
+	(*ListSurfaces)(nil),         // 62: surfaced.v1.ListSurfaces
+	(*SurfaceList)(nil),          // 63: surfaced.v1.SurfaceList
+	(*StateCommitted)(nil),       // 64: surfaced.v1.StateCommitted
+	(*AgentAvailable)(nil),       // 65: surfaced.v1.AgentAvailable
+	(*AgentSend)(nil),            // 66: surfaced.v1.AgentSend
+	(*AgentReply)(nil),           // 67: surfaced.v1.AgentReply
+	(*AgentLine)(nil),            // 68: surfaced.v1.AgentLine
+	(*AgentLines)(nil),           // 69: surfaced.v1.AgentLines
+	(*AgentDiagnostic)(nil),      // 70: surfaced.v1.AgentDiagnostic
+	(*AgentExited)(nil),          // 71: surfaced.v1.AgentExited
 }
 var file_surfaced_v1_session_proto_depIdxs = []int32{
 	6,  // 0: surfaced.v1.Frame.event:type_name -> surfaced.v1.Event
@@ -5407,33 +5616,36 @@ var file_surfaced_v1_session_proto_depIdxs = []int32{
 	35, // 44: surfaced.v1.RunCommand.caller:type_name -> surfaced.v1.Caller
 	3,  // 45: surfaced.v1.CommandResult.error:type_name -> surfaced.v1.Error
 	3,  // 46: surfaced.v1.CommandResult.refused:type_name -> surfaced.v1.Error
-	35, // 47: surfaced.v1.SetState.caller:type_name -> surfaced.v1.Caller
-	3,  // 48: surfaced.v1.SetStateResult.error:type_name -> surfaced.v1.Error
-	35, // 49: surfaced.v1.GetState.caller:type_name -> surfaced.v1.Caller
-	48, // 50: surfaced.v1.StateEntries.entries:type_name -> surfaced.v1.KVEntry
-	3,  // 51: surfaced.v1.StateEntries.error:type_name -> surfaced.v1.Error
-	35, // 52: surfaced.v1.GetMessages.caller:type_name -> surfaced.v1.Caller
-	52, // 53: surfaced.v1.Transcript.entries:type_name -> surfaced.v1.TranscriptEntry
-	3,  // 54: surfaced.v1.Transcript.error:type_name -> surfaced.v1.Error
-	35, // 55: surfaced.v1.UIResponse.caller:type_name -> surfaced.v1.Caller
-	3,  // 56: surfaced.v1.UIResponseResult.error:type_name -> surfaced.v1.Error
-	35, // 57: surfaced.v1.Stop.caller:type_name -> surfaced.v1.Caller
-	3,  // 58: surfaced.v1.StopResult.error:type_name -> surfaced.v1.Error
-	35, // 59: surfaced.v1.ArtifactNotice.caller:type_name -> surfaced.v1.Caller
-	14, // 60: surfaced.v1.ArtifactNotice.event:type_name -> surfaced.v1.ArtifactEvent
-	3,  // 61: surfaced.v1.ArtifactNoticeResult.error:type_name -> surfaced.v1.Error
-	35, // 62: surfaced.v1.ListSurfaces.caller:type_name -> surfaced.v1.Caller
-	37, // 63: surfaced.v1.SurfaceList.surfaces:type_name -> surfaced.v1.SurfaceInfo
-	3,  // 64: surfaced.v1.SurfaceList.error:type_name -> surfaced.v1.Error
-	2,  // 65: surfaced.v1.AgentAvailable.agent:type_name -> surfaced.v1.Pid
-	2,  // 66: surfaced.v1.AgentSend.reply_to:type_name -> surfaced.v1.Pid
-	3,  // 67: surfaced.v1.AgentReply.error:type_name -> surfaced.v1.Error
-	66, // 68: surfaced.v1.AgentLines.lines:type_name -> surfaced.v1.AgentLine
-	69, // [69:69] is the sub-list for method output_type
-	69, // [69:69] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	35, // 47: surfaced.v1.SurfaceFetch.caller:type_name -> surfaced.v1.Caller
+	3,  // 48: surfaced.v1.SurfaceFetchResult.error:type_name -> surfaced.v1.Error
+	3,  // 49: surfaced.v1.SurfaceFetchResult.refused:type_name -> surfaced.v1.Error
+	35, // 50: surfaced.v1.SetState.caller:type_name -> surfaced.v1.Caller
+	3,  // 51: surfaced.v1.SetStateResult.error:type_name -> surfaced.v1.Error
+	35, // 52: surfaced.v1.GetState.caller:type_name -> surfaced.v1.Caller
+	50, // 53: surfaced.v1.StateEntries.entries:type_name -> surfaced.v1.KVEntry
+	3,  // 54: surfaced.v1.StateEntries.error:type_name -> surfaced.v1.Error
+	35, // 55: surfaced.v1.GetMessages.caller:type_name -> surfaced.v1.Caller
+	54, // 56: surfaced.v1.Transcript.entries:type_name -> surfaced.v1.TranscriptEntry
+	3,  // 57: surfaced.v1.Transcript.error:type_name -> surfaced.v1.Error
+	35, // 58: surfaced.v1.UIResponse.caller:type_name -> surfaced.v1.Caller
+	3,  // 59: surfaced.v1.UIResponseResult.error:type_name -> surfaced.v1.Error
+	35, // 60: surfaced.v1.Stop.caller:type_name -> surfaced.v1.Caller
+	3,  // 61: surfaced.v1.StopResult.error:type_name -> surfaced.v1.Error
+	35, // 62: surfaced.v1.ArtifactNotice.caller:type_name -> surfaced.v1.Caller
+	14, // 63: surfaced.v1.ArtifactNotice.event:type_name -> surfaced.v1.ArtifactEvent
+	3,  // 64: surfaced.v1.ArtifactNoticeResult.error:type_name -> surfaced.v1.Error
+	35, // 65: surfaced.v1.ListSurfaces.caller:type_name -> surfaced.v1.Caller
+	37, // 66: surfaced.v1.SurfaceList.surfaces:type_name -> surfaced.v1.SurfaceInfo
+	3,  // 67: surfaced.v1.SurfaceList.error:type_name -> surfaced.v1.Error
+	2,  // 68: surfaced.v1.AgentAvailable.agent:type_name -> surfaced.v1.Pid
+	2,  // 69: surfaced.v1.AgentSend.reply_to:type_name -> surfaced.v1.Pid
+	3,  // 70: surfaced.v1.AgentReply.error:type_name -> surfaced.v1.Error
+	68, // 71: surfaced.v1.AgentLines.lines:type_name -> surfaced.v1.AgentLine
+	72, // [72:72] is the sub-list for method output_type
+	72, // [72:72] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_surfaced_v1_session_proto_init() }
@@ -5475,7 +5687,7 @@ func file_surfaced_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_surfaced_v1_session_proto_rawDesc), len(file_surfaced_v1_session_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   68,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
