@@ -293,7 +293,16 @@ func (a *Agent) handleLine(line []byte) {
 		if !a.goWork(func() { a.serveDispatch(&d) }) {
 			a.log.Warn("dispatch dropped: agent is stopping", "id", d.ID, "domain", d.Domain, "action", d.Action)
 		}
-	case agentproc.TypeSurfaceCommandResult, agentproc.TypeSurfaceGetResult, agentproc.TypeExtensionUIResponse:
+	case agentproc.TypeSurfaceFetch:
+		var f agentproc.SurfaceFetch
+		if !a.decode(line, &f) {
+			return
+		}
+		if !a.goWork(func() { a.serveFetch(&f) }) {
+			a.log.Warn("fetch dropped: agent is stopping", "id", f.ID, "domain", f.Domain, "path", f.Path)
+		}
+	case agentproc.TypeSurfaceCommandResult, agentproc.TypeSurfaceGetResult, agentproc.TypeExtensionUIResponse,
+		agentproc.TypeArtifactPutResult, agentproc.TypeArtifactGetResult, agentproc.TypeArtifactListResult, agentproc.TypeArtifactURLResult:
 		if !a.resolve(env.Type, env.ID, bytes.Clone(line)) {
 			a.log.Warn("answer for no pending request ignored", "type", env.Type, "id", env.ID)
 		}
@@ -380,7 +389,7 @@ func (a *Agent) serveDispatch(d *agentproc.SurfaceDispatch) {
 			ctx, cancel = context.WithDeadline(ctx, *d.Deadline)
 			defer cancel()
 		}
-		res, state = h.dispatch(ctx, a.log, d)
+		res, state = h.dispatch(ctx, a, d)
 	} else {
 		res = failure(agentproc.CodeSurfaceNotRegistered, fmt.Sprintf("this agent hosts no surface %q", d.Domain))
 	}

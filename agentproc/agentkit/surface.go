@@ -45,6 +45,9 @@ type Surface[S any] struct {
 	Initial S
 	// Commands by action name.
 	Commands map[string]Command[S]
+	// Data, when set, serves the domain's data pages (surface_fetch): large,
+	// cold, read-only pages a client asks for by path, beside the commands.
+	Data DataHandler
 }
 
 // Command runs one action against the state in ctx. Its result becomes
@@ -79,6 +82,7 @@ type SurfaceCtx[S any] struct {
 	Rev    uint64
 
 	ctx     context.Context
+	agent   *Agent
 	state   S
 	changed bool
 }
@@ -99,7 +103,9 @@ func (c *SurfaceCtx[S]) SetState(f func(S) S) {
 // surfaceHost is a Surface with its state type erased.
 type surfaceHost interface {
 	decl() agentproc.SurfaceDecl
-	dispatch(ctx context.Context, log *slog.Logger, d *agentproc.SurfaceDispatch) (agentproc.Result, json.RawMessage)
+	dispatch(ctx context.Context, a *Agent, d *agentproc.SurfaceDispatch) (agentproc.Result, json.RawMessage)
+	// data is the domain's data handler (nil: none).
+	data() DataHandler
 }
 
 type surfaceHostOf[S any] struct {
@@ -132,13 +138,16 @@ func (h *surfaceHostOf[S]) decl() agentproc.SurfaceDecl {
 		cmds = append(cmds, name)
 	}
 	slices.Sort(cmds)
-	return agentproc.SurfaceDecl{Domain: h.s.Domain, Commands: cmds, InitialState: h.initial}
+	return agentproc.SurfaceDecl{Domain: h.s.Domain, Commands: cmds, InitialState: h.initial, Data: h.s.Data != nil}
 }
+
+func (h *surfaceHostOf[S]) data() DataHandler { return h.s.Data }
 
 // dispatch runs one command and normalizes its outcome as docs/agent-protocol.md
 // says ("Errors and reserved codes"). The returned state is nil unless the command succeeded and
 // called SetState.
-func (h *surfaceHostOf[S]) dispatch(ctx context.Context, log *slog.Logger, d *agentproc.SurfaceDispatch) (res agentproc.Result, state json.RawMessage) {
+func (h *surfaceHostOf[S]) dispatch(ctx context.Context, a *Agent, d *agentproc.SurfaceDispatch) (res agentproc.Result, state json.RawMessage) {
+	log := a.log
 	if d.Action == agentproc.SurfaceKey(h.s.Domain) {
 		return agentproc.Result{OK: true}, nil // the probe command
 	}
@@ -146,7 +155,7 @@ func (h *surfaceHostOf[S]) dispatch(ctx context.Context, log *slog.Logger, d *ag
 	if !ok {
 		return failure(agentproc.CodeUnknownAction, fmt.Sprintf("surface %q has no command %q", h.s.Domain, d.Action)), nil
 	}
-	sc := &SurfaceCtx[S]{Domain: h.s.Domain, Action: d.Action, Rev: d.Rev, ctx: ctx}
+	sc := &SurfaceCtx[S]{Domain: h.s.Domain, Action: d.Action, Rev: d.Rev, ctx: ctx, agent: a}
 	raw := d.State
 	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		raw = h.initial // decoded afresh so that no dispatch shares memory with Initial

@@ -39,6 +39,14 @@ type ToolCtx struct {
 
 	agent *Agent
 	args  json.RawMessage
+	ctx   context.Context // the call's (nil: the agent's)
+}
+
+func (tc *ToolCtx) context() context.Context {
+	if tc.ctx != nil {
+		return tc.ctx
+	}
+	return tc.agent.base
 }
 
 // Agent returns the agent running the call.

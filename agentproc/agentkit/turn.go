@@ -22,6 +22,9 @@ const (
 type userInput struct {
 	text   string
 	images []agentproc.ImageContent
+	// attachments are the prompt's artifacts (ids; Artifacts().Get reads
+	// them).
+	attachments []agentproc.PromptAttachment
 }
 
 // turn is one agent run (agent_start … agent_end) and the means to abort it.
@@ -44,7 +47,7 @@ func (a *Agent) handlePrompt(kind string, p *agentproc.PromptCommand) {
 		a.respond(p.ID, kind, nil)
 		return
 	}
-	in := userInput{text: p.Message, images: p.Images}
+	in := userInput{text: p.Message, images: p.Images, attachments: p.Attachments}
 	a.mu.Lock()
 	if a.turn != nil {
 		behavior := p.StreamingBehavior
@@ -281,10 +284,32 @@ func nowMillis() int64 { return time.Now().UnixMilli() }
 
 func userMessage(in userInput) agentproc.AgentMessage {
 	blocks := []agentproc.ContentBlock{{Type: "text", Text: in.text}}
+	if len(in.attachments) > 0 {
+		blocks = append(blocks, agentproc.ContentBlock{Type: "text", Text: attachmentsText(in.attachments)})
+	}
 	for _, img := range in.images {
 		blocks = append(blocks, agentproc.ContentBlock{Type: "image", Data: img.Data, MimeType: img.MimeType})
 	}
 	return agentproc.AgentMessage{Role: string(RoleUser), Content: mustJSON(blocks), Timestamp: nowMillis()}
+}
+
+// attachmentsText tells the model which artifacts a prompt attached, by id,
+// so that it can hand them to tools (which read them with Artifacts().Get).
+func attachmentsText(atts []agentproc.PromptAttachment) string {
+	var b strings.Builder
+	b.WriteString("Attached artifacts:")
+	for _, at := range atts {
+		b.WriteString("\n- ")
+		b.WriteString(at.ID)
+		b.WriteString(" (")
+		b.WriteString(at.MediaType)
+		if at.Name != "" {
+			b.WriteString(", ")
+			b.WriteString(at.Name)
+		}
+		b.WriteString(")")
+	}
+	return b.String()
 }
 
 func assistantMessage(blocks []agentproc.ContentBlock, stop StopReason, errMsg string) agentproc.AgentMessage {
@@ -557,7 +582,7 @@ func (a *Agent) execTool(ctx context.Context, call agentproc.ContentBlock) (text
 	if ctx.Err() != nil {
 		return "Operation aborted", true
 	}
-	tc := &ToolCtx{ToolCallID: call.ID, ToolName: call.Name, agent: a, args: call.Arguments}
+	tc := &ToolCtx{ToolCallID: call.ID, ToolName: call.Name, agent: a, args: call.Arguments, ctx: ctx}
 	defer func() {
 		if r := recover(); r != nil {
 			a.log.Error("tool panicked", "tool", call.Name, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
