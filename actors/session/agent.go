@@ -368,8 +368,8 @@ func (s *sessionActor) routeLine(ctx actor.Context, m *pb.AgentLine) {
 			return
 		}
 		s.artifactLine(typ, line)
-	case proc.TypeSurfaceDispatchResult:
-		s.log.Debug("late surface_dispatch_result ignored", "id", m.GetId())
+	case proc.TypeSurfaceDispatchResult, proc.TypeSurfaceFetchResult:
+		s.log.Debug("late answer ignored", "type", typ, "id", m.GetId())
 		s.unsolicitedLine(ctx, "an answer to no command")
 	default:
 		if !agentEvent(typ) {

@@ -239,7 +239,7 @@ func (h *handler) Line(env proc.Envelope, line []byte) {
 // isAnswer reports whether a line of type typ may answer a command with an
 // id ("" for a line too long to read its type).
 func isAnswer(typ string) bool {
-	return typ == proc.TypeResponse || typ == proc.TypeSurfaceDispatchResult
+	return typ == proc.TypeResponse || typ == proc.TypeSurfaceDispatchResult || typ == proc.TypeSurfaceFetchResult
 }
 
 // A batch of lines is bounded in lines (and so the frames of one session
