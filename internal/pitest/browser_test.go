@@ -1,6 +1,8 @@
 package pitest
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -492,6 +494,81 @@ func TestPiImagesWhenTheModelTakesThem(t *testing.T) {
 		"images": []map[string]string{{"mimeType": "image/png", "data": pngBase64}}})
 	if st != http.StatusBadRequest || out["error"].(map[string]any)["code"] != "images_not_supported" {
 		t.Fatalf("an image for a text-only model: %d %v", st, out)
+	}
+}
+
+// An image attachment (an artifact uploaded to the session) reaches a plain
+// pi agent as pi's own images, in base64, and so the model; the transcript
+// keeps its id. A non-image attachment is not given to pi: a diagnostic says
+// so.
+func TestPiImageAttachment(t *testing.T) {
+	srv := model(t, func(r llmstub.Request) llmstub.Reply {
+		n := 0
+		for _, m := range r.Messages {
+			n += m.Images()
+		}
+		return llmstub.Say(fmt.Sprintf("I see %d image(s)", n))
+	})
+	d := startDaemon(t, surfaced.Limits{}, Agent(t, "vision", Home(t, Config{BaseURL: srv.URL, Images: true})))
+	st, out := d.do("POST", "/api/sessions", map[string]any{"agent": "vision", "cwd": t.TempDir()})
+	if st != http.StatusCreated {
+		t.Fatal(st, out)
+	}
+	id := out["sessionId"].(string)
+	s := d.sse(id)
+	ready(t, s)
+	testkit.Eventually(t, wait, func() bool {
+		_, sum := d.do("GET", "/api/sessions/"+id, nil)
+		return sum["images"] == true
+	}, "a session of a model with image input to report images")
+	png, err := base64.StdEncoding.DecodeString(pngBase64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upload := func(body []byte, mediaType string) string {
+		req, _ := http.NewRequest("POST", d.url+"/api/sessions/"+id+"/artifacts", bytes.NewReader(body))
+		req.Header.Set("Content-Type", mediaType)
+		for k, v := range d.auth() {
+			req.Header[k] = v
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Artifact struct{ ID string } `json:"artifact"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusCreated {
+			t.Fatalf("upload: %d %v", resp.StatusCode, err)
+		}
+		return out.Artifact.ID
+	}
+	img := upload(png, "image/png")
+	doc := upload([]byte("notes"), "text/plain")
+	st, out = d.do("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "what is this?", "attachmentIds": []string{img, doc}})
+	if st != http.StatusAccepted {
+		t.Fatal(st, out)
+	}
+	tr := nextTurn(t, s)
+	if tr.text() != "I see 1 image(s)" {
+		t.Fatalf("text = %q", tr.text())
+	}
+	diagnosed := false
+	for _, e := range s.All() {
+		diagnosed = diagnosed || e.Kind == "diagnostic" && strings.Contains(e.Raw, doc) && strings.Contains(e.Raw, "attachment_not_delivered")
+	}
+	if !diagnosed {
+		t.Errorf("no diagnostic says the text attachment was not given to pi")
+	}
+	body := string(srv.Requests()[0].Body)
+	if !strings.Contains(body, "data:image/png;base64,"+pngBase64) {
+		t.Errorf("the model request has no image: %.400s", body)
+	}
+	_, msgs := d.do("GET", "/api/sessions/"+id+"/messages", nil)
+	user := msgs["messages"].([]any)[0].(map[string]any)
+	if ids, _ := user["attachmentIds"].([]any); len(ids) != 2 || ids[0] != img || ids[1] != doc {
+		t.Errorf("the transcript's user entry: %v", user)
 	}
 }
 
