@@ -26,6 +26,7 @@ type conn struct {
 	id         string
 	subject    string
 	agent      string // the Surfaced-Agent header at initialize ("" when none)
+	base       string // the daemon as the editor reached it (scheme://host)
 	clientName string
 	images     bool
 	ctx        context.Context // cancelled when the connection closes

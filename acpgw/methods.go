@@ -137,6 +137,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *rpcMessag
 		return
 	}
 	c := newConn(s, id.Subject, r.Header.Get(HeaderAgent))
+	c.base = baseURL(r)
 	if p.ClientInfo != nil {
 		c.clientName = p.ClientInfo.Name
 	}

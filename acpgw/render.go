@@ -49,6 +49,11 @@ func (a *attachment) chat(c *pb.ChatEvent) {
 		}
 	default:
 		if u, ok := renderChat(c, a.payloads); ok {
+			// A finished tool call's artifacts, as links (with payloads:
+			// they are its output).
+			if out := c.GetToolOutput(); out != nil && !out.GetPreliminary() && a.payloads && u.ToolCallUpdate != nil {
+				u.ToolCallUpdate.Content = append(u.ToolCallUpdate.Content, a.artifactLinks(out.GetOutput())...)
+			}
 			a.update(u)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -484,6 +485,64 @@ func TestFailedToolCallShowsItsCode(t *testing.T) {
 			}
 			if _, _, resp := c.Turn(sid, id); daemon.StopReason(resp) != "end_turn" {
 				t.Fatalf("answer %v", resp)
+			}
+		})
+	}
+}
+
+// A tool result that references artifacts reaches the editor with
+// resource_link blocks (the signed URL, absolute on the daemon; name, type,
+// size) for those of the session; with tool payloads withheld, without.
+func TestToolResultArtifactLinks(t *testing.T) {
+	for _, withhold := range []bool{false, true} {
+		t.Run(map[bool]string{false: "payloads", true: "withheld"}[withhold], func(t *testing.T) {
+			d := daemon.Start(t, daemon.Agents(surfaced.AgentSpec{Name: "data", Argv: []string{testkit.Build(t, "./internal/dataagent")}}),
+				daemon.ACP(func(o *acpgw.Options) { o.WithholdToolPayloads = withhold }))
+			c := d.ACPClient()
+			c.Initialize()
+			sid := c.NewSession(daemon.TempDir(t))
+			s := c.Stream(sid)
+			c.Prompt(sid, "increment")
+			var done map[string]any
+			s.Wait(t, 20*time.Second, "the finished tool call", func(e testkit.Event) bool {
+				p, _ := e.Data["params"].(map[string]any)
+				u, _ := p["update"].(map[string]any)
+				if u["sessionUpdate"] == "tool_call_update" && u["status"] == "completed" {
+					done = u
+					return true
+				}
+				return false
+			})
+			var links []map[string]any
+			content, _ := done["content"].([]any)
+			for _, c := range content {
+				if b, _ := c.(map[string]any)["content"].(map[string]any); b["type"] == "resource_link" {
+					links = append(links, b)
+				}
+			}
+			if withhold {
+				if len(links) != 0 || len(content) != 0 {
+					t.Fatalf("withheld payloads, yet: %v", done)
+				}
+				return
+			}
+			if len(links) != 1 {
+				t.Fatalf("links %v in %v", links, done)
+			}
+			l := links[0]
+			uri, _ := l["uri"].(string)
+			if l["name"] != "chart.png" || l["mimeType"] != "image/png" || l["size"] != float64(len("not really a png")) ||
+				!strings.HasPrefix(uri, d.URL+"/api/artifacts/att_") || !strings.Contains(uri, "sig=") {
+				t.Fatalf("link %v", l)
+			}
+			resp, err := http.Get(uri)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || string(b) != "not really a png" {
+				t.Fatalf("the link serves %d %q", resp.StatusCode, b)
 			}
 		})
 	}

@@ -40,7 +40,13 @@ type ToolCtx struct {
 	agent *Agent
 	args  json.RawMessage
 	ctx   context.Context // the call's (nil: the agent's)
+	links []string
 }
+
+// LinkArtifact says that the call's result references artifacts of the
+// session (by id): the result carries them as details.artifacts, and an
+// editor (ACP) sees them as resource_link blocks of the call.
+func (tc *ToolCtx) LinkArtifact(ids ...string) { tc.links = append(tc.links, ids...) }
 
 func (tc *ToolCtx) context() context.Context {
 	if tc.ctx != nil {

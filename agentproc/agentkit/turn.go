@@ -549,13 +549,17 @@ func (a *Agent) runTools(ctx context.Context, calls []agentproc.ContentBlock, tr
 		var (
 			text    string
 			isError bool
+			links   []string
 		)
 		if truncated {
 			text, isError = fmt.Sprintf("Tool call %q was not executed: the response hit the output token limit, so its arguments may be truncated. Re-issue the tool call with complete arguments.", call.Name), true
 		} else {
-			text, isError = a.execTool(ctx, call)
+			text, isError, links = a.execTool(ctx, call)
 		}
 		res := textResult(text)
+		if len(links) > 0 {
+			res.Details = mustJSON(map[string][]string{"artifacts": links})
+		}
 		a.emit(agentproc.Event{Type: agentproc.EventToolExecutionEnd, ToolCallID: call.ID, ToolName: call.Name,
 			Result: mustJSON(res), IsError: isError})
 		msg := agentproc.AgentMessage{Role: string(RoleToolResult), ToolCallID: call.ID, ToolName: call.Name,
@@ -571,19 +575,20 @@ func (a *Agent) runTools(ctx context.Context, calls []agentproc.ContentBlock, tr
 }
 
 // execTool runs one call and returns the result text and whether it failed.
-func (a *Agent) execTool(ctx context.Context, call agentproc.ContentBlock) (text string, isError bool) {
+func (a *Agent) execTool(ctx context.Context, call agentproc.ContentBlock) (text string, isError bool, links []string) {
 	tool, ok := a.tools[call.Name]
 	if !ok {
-		return fmt.Sprintf("Tool %s not found", call.Name), true
+		return fmt.Sprintf("Tool %s not found", call.Name), true, nil
 	}
 	if len(call.Arguments) > 0 && call.Arguments[0] == '"' {
-		return fmt.Sprintf("Invalid arguments for tool %s: not a JSON object: %s", call.Name, argumentsText(call.Arguments)), true
+		return fmt.Sprintf("Invalid arguments for tool %s: not a JSON object: %s", call.Name, argumentsText(call.Arguments)), true, nil
 	}
 	if ctx.Err() != nil {
-		return "Operation aborted", true
+		return "Operation aborted", true, nil
 	}
 	tc := &ToolCtx{ToolCallID: call.ID, ToolName: call.Name, agent: a, args: call.Arguments, ctx: ctx}
 	defer func() {
+		links = tc.links
 		if r := recover(); r != nil {
 			a.log.Error("tool panicked", "tool", call.Name, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			text, isError = fmt.Sprintf("Tool %s panicked: %v", call.Name, r), true
@@ -592,9 +597,9 @@ func (a *Agent) execTool(ctx context.Context, call agentproc.ContentBlock) (text
 	out, err := tool.Run(ctx, tc, call.Arguments)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return "Operation aborted", true
+			return "Operation aborted", true, nil
 		}
-		return err.Error(), true
+		return err.Error(), true, nil
 	}
-	return out, false
+	return out, false, nil
 }

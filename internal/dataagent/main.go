@@ -15,6 +15,10 @@
 //	                                      (release answers true when it released a block)
 //	setrows {n}                           rows = n (a new rev)
 //
+// Tool increment (the scripted model calls it on a prompt saying
+// "increment"): puts chart.png and links it, and an artifact that does not
+// exist, to its result.
+//
 // Data pages: rows?from&n (JSON rows, ETag per from/n/rev, max age 60 s),
 // big (a page put as an artifact), missing (not_found), release (ends a
 // waiting block).
@@ -181,6 +185,21 @@ func main() {
 			return agentkit.Page{}, agentkit.Errorf("not_found", "no page %q", req.Path)
 		},
 	})
+	// The scripted model calls "increment" on a prompt that says so: here it
+	// puts a file and links the artifact to its result.
+	agent.AddTool(agentkit.Tool{Name: "increment", Run: func(ctx context.Context, tc *agentkit.ToolCtx, _ json.RawMessage) (string, error) {
+		arts := tc.Artifacts()
+		path := filepath.Join(arts.Dir(), "chart.png")
+		if err := os.WriteFile(path, []byte("not really a png"), 0o600); err != nil {
+			return "", err
+		}
+		art, _, err := arts.Put(path, "image/png", agentkit.PutOptions{Name: "chart.png"})
+		if err != nil {
+			return "", err
+		}
+		tc.LinkArtifact(art.ID, "att_aaaaaaaaaaaaaaaaaaaaaaaaaa")
+		return "made " + art.ID, nil
+	}})
 	if err := agent.Run(ctx, os.Stdin, os.Stdout); err != nil && ctx.Err() == nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
