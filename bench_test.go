@@ -164,6 +164,68 @@ func BenchmarkRawPipeDispatch(b *testing.B) {
 	reportLatencies(b, samples)
 }
 
+// A data page of an agent-hosted domain (the data plane), in process:
+// session actor → the domain's data actor → surface_fetch over the pipe →
+// the page back to the caller. Baseline: BenchmarkRawPipeFetch.
+func BenchmarkAgentHostedDataPage(b *testing.B) {
+	rt, id := benchRuntime(b, memstore.New(), testkit.FakeAgent(b))
+	ctx := context.Background()
+	msg := &pb.SurfaceFetch{Caller: me, Domain: "demo", Path: "rows", Query: "from=0&n=50"}
+	samples := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		res, err := rt.Request(ctx, id, msg)
+		samples = append(samples, time.Since(t0))
+		if err != nil || len(res.(*pb.SurfaceFetchResult).GetData()) == 0 {
+			b.Fatalf("fetch: %v %v", err, res)
+		}
+	}
+	b.StopTimer()
+	reportLatencies(b, samples)
+}
+
+// The baseline of BenchmarkAgentHostedDataPage in the same run: the same
+// agent driven directly over its pipes, one surface_fetch round trip at a
+// time.
+func BenchmarkRawPipeFetch(b *testing.B) {
+	cmd := exec.Command(testkit.FakeAgent(b)[0])
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { in.Close(); _ = cmd.Wait() })
+	r := bufio.NewReaderSize(out, 1<<20)
+	if _, err := r.ReadBytes('\n'); err != nil { // agent_ready
+		b.Fatal(err)
+	}
+	w := bufio.NewWriter(in)
+	samples := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		line, _ := json.Marshal(map[string]any{"type": "surface_fetch", "id": fmt.Sprint(i), "domain": "demo",
+			"path": "rows", "query": "from=0&n=50", "rev": 1})
+		w.Write(line)
+		w.WriteByte('\n')
+		w.Flush()
+		resp, err := r.ReadBytes('\n')
+		if err != nil {
+			b.Fatal(err)
+		}
+		var res struct {
+			Data json.RawMessage `json:"data"`
+		}
+		if err := json.Unmarshal(resp, &res); err != nil || len(res.Data) == 0 {
+			b.Fatalf("answer %s: %v", resp, err)
+		}
+		samples = append(samples, time.Since(t0))
+	}
+	b.StopTimer()
+	reportLatencies(b, samples)
+}
+
 // Memory per idle session: live sessions whose agents run (the agents are
 // separate processes and not counted), measured as the daemon's heap and
 // goroutine stacks per session.

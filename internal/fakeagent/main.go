@@ -18,6 +18,9 @@
 //	fail       end with stopReason error
 //	anything else: reply "echo: <prompt>"
 //
+// Every declared domain serves data pages (surface_fetch): {path, query,
+// rev}, with the ETag r<rev>.
+//
 // Commands of every declared domain (state {count, log}): increment, echo
 // {text}, fill {text} (log = [text]), sleep {ms}, crash (exits 4), fail (an
 // error with code "nope"), badresult (a result without "ok").
@@ -121,7 +124,7 @@ func main() {
 				continue
 			}
 			decls = append(decls, map[string]any{"domain": d, "commands": []string{"increment", "echo", "fill", "sleep", "crash", "fail", "badresult"},
-				"initialState": map[string]any{"count": 0, "log": []string{}}})
+				"initialState": map[string]any{"count": 0, "log": []string{}}, "data": true})
 		}
 		if *dup && len(decls) > 0 {
 			decls = append(decls, decls[0])
@@ -187,6 +190,12 @@ func handle(raw []byte) {
 		write(map[string]any{"type": "response", "id": id, "command": "abort", "success": true})
 	case "surface_dispatch":
 		go dispatch(l)
+	case "surface_fetch":
+		// Every domain serves data pages: {path, query, rev}, tagged by rev.
+		var rev uint64
+		_ = json.Unmarshal(l["rev"], &rev)
+		write(map[string]any{"type": "surface_fetch_result", "id": id, "ok": true,
+			"data": map[string]any{"path": l.str("path"), "query": l.str("query"), "rev": rev}, "etag": fmt.Sprintf("r%d", rev)})
 	case "surface_command_result", "extension_ui_response":
 		mu.Lock()
 		ch := pending[id]
