@@ -168,7 +168,7 @@ func BenchmarkRawPipeDispatch(b *testing.B) {
 // session actor → the domain's data actor → surface_fetch over the pipe →
 // the page back to the caller. Baseline: BenchmarkRawPipeFetch.
 func BenchmarkAgentHostedDataPage(b *testing.B) {
-	rt, id := benchRuntime(b, memstore.New(), testkit.FakeAgent(b))
+	rt, id := benchRuntime(b, memstore.New(), testkit.FakeAgent(b, "-data"))
 	ctx := context.Background()
 	msg := &pb.SurfaceFetch{Caller: me, Domain: "demo", Path: "rows", Query: "from=0&n=50"}
 	samples := make([]time.Duration, 0, b.N)

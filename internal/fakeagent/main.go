@@ -18,8 +18,8 @@
 //	fail       end with stopReason error
 //	anything else: reply "echo: <prompt>"
 //
-// Every declared domain serves data pages (surface_fetch): {path, query,
-// rev}, with the ETag r<rev>.
+// With -data every declared domain has a data plane: surface_fetch answers
+// {path, query, rev}, with the ETag r<rev>.
 //
 // Commands of every declared domain (state {count, log}): increment, echo
 // {text}, fill {text} (log = [text]), sleep {ms}, crash (exits 4), fail (an
@@ -51,6 +51,7 @@ var (
 	surfaces = flag.String("surfaces", "demo", "comma-separated agent-hosted domains")
 	dup      = flag.Bool("dup", false, "declare the first domain twice")
 	readyAt  = flag.Duration("ready-delay", 0, "wait before agent_ready")
+	data     = flag.Bool("data", false, "declare every domain with a data plane (surface_fetch)")
 
 	protocol     = flag.String("protocol", "surfaced/1", "the protocol agent_ready announces")
 	badLine      = flag.Bool("bad-line", false, "write a line that is not JSON before agent_ready")
@@ -123,8 +124,12 @@ func main() {
 			if d == "" {
 				continue
 			}
-			decls = append(decls, map[string]any{"domain": d, "commands": []string{"increment", "echo", "fill", "sleep", "crash", "fail", "badresult"},
-				"initialState": map[string]any{"count": 0, "log": []string{}}, "data": true})
+			decl := map[string]any{"domain": d, "commands": []string{"increment", "echo", "fill", "sleep", "crash", "fail", "badresult"},
+				"initialState": map[string]any{"count": 0, "log": []string{}}}
+			if *data {
+				decl["data"] = true
+			}
+			decls = append(decls, decl)
 		}
 		if *dup && len(decls) > 0 {
 			decls = append(decls, decls[0])
