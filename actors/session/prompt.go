@@ -47,7 +47,11 @@ func (s *sessionActor) sendPrompt(c turn.Command) {
 		return
 	}
 	var images []*pb.Artifact
+	// The images join the prompt's line: together they stay within what
+	// one prompt command may carry (limits.prompt_bytes).
+	budget := int64(s.lim.PromptBytes - len(c.Line))
 	for _, a := range c.Attachments {
+		encoded := (a.GetSize() + 2) / 3 * 4
 		switch {
 		case !piImage(a.GetMediaType()):
 			s.diagnostic("attachment_not_delivered", fmt.Sprintf("%s (%s) was not given to the agent: a pi agent takes images (PNG, JPEG, GIF, WebP) only", a.GetId(), a.GetMediaType()))
@@ -55,8 +59,11 @@ func (s *sessionActor) sendPrompt(c turn.Command) {
 			s.diagnostic("attachment_not_delivered", fmt.Sprintf("%s was not given to the agent: its model takes no images", a.GetId()))
 		case a.GetSize() > maxPromptImage:
 			s.diagnostic("attachment_not_delivered", fmt.Sprintf("%s was not given to the agent: %d bytes, over the %d a prompt's image may have", a.GetId(), a.GetSize(), maxPromptImage))
+		case encoded > budget:
+			s.diagnostic("attachment_not_delivered", fmt.Sprintf("%s was not given to the agent: with it the prompt would pass the %d bytes one prompt may have", a.GetId(), s.lim.PromptBytes))
 		case s.deps.Artifacts == nil:
 		default:
+			budget -= encoded
 			images = append(images, a)
 		}
 	}
