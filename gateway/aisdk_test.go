@@ -488,7 +488,7 @@ func TestAISDKFiles(t *testing.T) {
 		filePart(dataURL("image/png", img), "image/png", "cat.png"),
 		filePart(d.URL+signed, "application/pdf", "doc.pdf"),
 	)).wait(&out)
-	if out.Status != "ready" || out.Error != "" || len(out.Messages) != 2 || out.Messages[1].text("text") != "You said: what is this?" {
+	if out.Status != "ready" || out.Error != "" || len(out.Messages) != 2 {
 		t.Fatalf("chat: %+v", out)
 	}
 	if p := out.Messages[0].Parts; len(p) != 3 || p[0].Type != "file" || p[1].Type != "file" || p[2].Type != "text" {
@@ -497,6 +497,11 @@ func TestAISDKFiles(t *testing.T) {
 	ids := listIDs(t, d, id)
 	if len(ids) != 2 || ids[1] != doc["id"] {
 		t.Fatalf("artifacts %v", ids)
+	}
+	// The agent (agentkit) got the attachments' ids with the prompt and
+	// told its model, which echoes what it was told.
+	if want := "You said: what is this?Attached artifacts:\n- " + ids[0] + " (image/png, cat.png)\n- " + ids[1] + " (application/pdf, doc.pdf)"; out.Messages[1].text("text") != want {
+		t.Fatalf("the answer %q, want %q", out.Messages[1].text("text"), want)
 	}
 	_, a := d.JSON("GET", "/api/sessions/"+id+"/artifacts/"+ids[0], nil)
 	if got := a["artifact"].(map[string]any); got["name"] != "cat.png" || got["mediaType"] != "image/png" || got["sha256"] != sha(img) {
