@@ -54,6 +54,11 @@ type File struct {
 	LogLevel string `yaml:"log_level"`
 	// LogFormat is text or json.
 	LogFormat string `yaml:"log_format"`
+	// WebRoot, when set, is a directory of static files (a built web app,
+	// its index.html at the top) served at /app/ beside the API, on the
+	// daemon's own origin, so the app needs no CORS and signs in with the
+	// start URL's cookie.
+	WebRoot string `yaml:"web_root"`
 
 	// AllowedHostnames are extra names the Host gate admits.
 	AllowedHostnames []string `yaml:"allowed_hostnames"`

@@ -308,6 +308,7 @@ type Flags struct {
 	PprofAddr  *string // --pprof-addr
 	LogLevel   *string // --log-level
 	LogFormat  *string // --log-format
+	WebRoot    *string // --web-root
 
 	ClusterName      *string   // --cluster-name
 	ClusterProvider  *string   // --cluster-provider
@@ -363,6 +364,9 @@ func (f *File) ApplyFlags(fl Flags) error {
 	set(&f.LogFormat, fl.LogFormat)
 	if fl.DataDir != nil {
 		f.DataDir = absPath("", *fl.DataDir)
+	}
+	if fl.WebRoot != nil {
+		f.WebRoot = absPath("", *fl.WebRoot)
 	}
 	if fl.Dev != nil {
 		f.Dev = *fl.Dev

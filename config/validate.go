@@ -61,6 +61,11 @@ func (v *validation) server() {
 	if _, err := ClassifyStore(f.Store); err != nil {
 		v.add("store", "%v", err)
 	}
+	if f.WebRoot != "" {
+		if fi, err := os.Stat(filepath.Join(f.WebRoot, "index.html")); err != nil || fi.IsDir() {
+			v.add("web_root", "%q has no index.html (build the app first, e.g. make web)", f.WebRoot)
+		}
+	}
 	if f.PprofAddr != "" {
 		if err := checkHostPort(f.PprofAddr); err != nil {
 			v.add("pprof_addr", "%q %v", f.PprofAddr, err)

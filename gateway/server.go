@@ -86,7 +86,13 @@ type Options struct {
 	AgentUI map[string]AgentUI
 	// Props adds props options to gateway actors (the inspector); kind is sse or ws.
 	Props func(kind, sessionID string) []actor.PropsOption
+	// WebRoot, when set, is a web app (static files, index.html at the top)
+	// served at AppPrefix on the daemon's origin, as public as the UI.
+	WebRoot fs.FS
 }
+
+// AppPrefix is where Options.WebRoot is served.
+const AppPrefix = "/app/"
 
 // Server is the HTTP side of the daemon.
 type Server struct {
@@ -129,7 +135,15 @@ func New(o Options) *Server {
 	// CORS for the mounts that want it runs before authentication, so that a
 	// browser client can read a 401 too.
 	e.Use(s.corsMounts())
-	e.Use(s.guard.Middleware(isPublic))
+	public := isPublic
+	if o.WebRoot != nil {
+		// The app's pages and assets need no credential, like the UI's: the
+		// start URL exchange on /app/?token= gives the page its cookie.
+		public = func(path string) bool {
+			return isPublic(path) || path == strings.TrimSuffix(AppPrefix, "/") || strings.HasPrefix(path, AppPrefix)
+		}
+	}
+	e.Use(s.guard.Middleware(public))
 	s.e = e
 	s.routes()
 	return s
@@ -168,6 +182,22 @@ func (s *Server) routes() {
 	}
 	for _, p := range []string{"/", "/index.html", "/surfaced.js", "/app.js", "/style.css"} {
 		e.GET(p, serveStatic)
+	}
+	if s.opts.WebRoot != nil {
+		app := http.StripPrefix(strings.TrimSuffix(AppPrefix, "/"), http.FileServer(http.FS(s.opts.WebRoot)))
+		e.GET(strings.TrimSuffix(AppPrefix, "/"), func(c echo.Context) error {
+			return c.Redirect(http.StatusMovedPermanently, AppPrefix)
+		})
+		e.GET(AppPrefix+"*", func(c echo.Context) error {
+			h := c.Response().Header()
+			h.Set("Cache-Control", "no-cache")
+			h.Set("X-Content-Type-Options", "nosniff")
+			h.Set("Referrer-Policy", "no-referrer")
+			// As the UI's, with blob: images for previews of files being uploaded.
+			h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data: blob:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
+			app.ServeHTTP(c.Response(), c.Request())
+			return nil
+		})
 	}
 	e.GET("/healthz", func(c echo.Context) error {
 		out := map[string]any{"ok": true, "node": s.rt.NodeID(), "version": surfaced.Version}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -125,6 +126,10 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 	}
 
 	gl := f.GatewayLimits()
+	var webRoot fs.FS
+	if f.WebRoot != "" {
+		webRoot = os.DirFS(f.WebRoot)
+	}
 	// The ACP mount for editors (nil, and free, when acp.enabled is false).
 	acp := newACPMount(f, rt, g, gl, dev.gatewayProps(), log)
 	srv := gateway.New(gateway.Options{
@@ -136,6 +141,7 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 		Mounts:  dev.mount(acp.mounts()),
 		// CORS for the ACP mount: loopback and browser_origins may read it.
 		CORSMounts: acp.corsMounts(),
+		WebRoot:    webRoot,
 		Limits: gateway.Limits{
 			BodyBytes:       gl.BodyBytes,
 			PromptBodyBytes: gl.PromptBodyBytes,
@@ -172,7 +178,12 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 		names = append(names, s.Name)
 	}
 	log.Info("surfaced listening", "addr", addr, "agents", names, "store", storeName(f), "version", surfaced.Version)
-	fmt.Fprintln(out, "surfaced: open "+startURL(addr, token, f))
+	if f.WebRoot != "" {
+		log.Info("serving the web app", "dir", f.WebRoot, "path", gateway.AppPrefix)
+		fmt.Fprintln(out, "surfaced: open "+startURL(addr, token, f, gateway.AppPrefix))
+	} else {
+		fmt.Fprintln(out, "surfaced: open "+startURL(addr, token, f, "/"))
+	}
 
 	select {
 	case <-ctx.Done():
@@ -253,13 +264,14 @@ func storeName(f *config.File) string {
 	return "sqlite:" + f.DataDir
 }
 
-// startURL is the URL to open: with the launch token it logs the browser in.
-func startURL(addr, token string, f *config.File) string {
+// startURL is the URL of path to open: with the launch token it logs the
+// browser in.
+func startURL(addr, token string, f *config.File, path string) string {
 	host, port, _ := net.SplitHostPort(addr)
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	u := "http://" + net.JoinHostPort(host, port) + "/"
+	u := "http://" + net.JoinHostPort(host, port) + path
 	if token != "" && f.Token == "" {
 		u += "?token=" + token
 	}

@@ -19,6 +19,7 @@ type daemonFlags struct {
 	pprofAddr  string
 	logLevel   string
 	logFormat  string
+	webRoot    string
 
 	clusterName      string
 	clusterProvider  string
@@ -42,6 +43,7 @@ func (f *daemonFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "serve net/http/pprof on this loopback address (off when empty)")
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
 	fs.StringVar(&f.logFormat, "log-format", "", "text or json (default text)")
+	fs.StringVar(&f.webRoot, "web-root", "", "serve this directory (a built web app with its index.html) at /app/ on the daemon's origin")
 	fs.StringVar(&f.clusterName, "cluster-name", "", "join a cluster of this name (needs --cluster-provider and a postgres:// --store)")
 	fs.StringVar(&f.clusterProvider, "cluster-provider", "", "cluster membership: etcd; k8s (binaries built with -tags k8s); or automanaged (several processes on one machine, development)")
 	fs.StringSliceVar(&f.etcdEndpoints, "etcd-endpoints", nil, "etcd endpoints host:port, comma-separated (--cluster-provider etcd)")
@@ -84,6 +86,9 @@ func (f *daemonFlags) flags(cmd *cobra.Command) config.Flags {
 	}
 	if set("log-format") {
 		out.LogFormat = &f.logFormat
+	}
+	if set("web-root") {
+		out.WebRoot = &f.webRoot
 	}
 	if set("cluster-name") {
 		out.ClusterName = &f.clusterName

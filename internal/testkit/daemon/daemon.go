@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -39,6 +40,7 @@ type setup struct {
 	guard   guard.Config
 	acp     acpgw.Options
 	dev     bool
+	webRoot fs.FS
 }
 
 // Option configures Start.
@@ -83,6 +85,9 @@ func Guard(f func(*guard.Config)) Option { return func(s *setup) { f(&s.guard) }
 // ACP adjusts the ACP mount's options (Runtime, Revoker and Logger are set
 // by Start).
 func ACP(f func(*acpgw.Options)) Option { return func(s *setup) { f(&s.acp) } }
+
+// WebRoot serves a web app at /app/, as the daemon's --web-root does.
+func WebRoot(dir fs.FS) Option { return func(s *setup) { s.webRoot = dir } }
 
 // Dev mounts the inspector as the daemon's --dev does: the actors' mailboxes
 // inspected, /debug served.
@@ -192,7 +197,7 @@ func Start(t testing.TB, opts ...Option) *Daemon {
 		ao.Logger = s.cfg.Logger
 	}
 	mounts := map[string]http.Handler{}
-	gopts := gateway.Options{Runtime: rt, Guard: g, Logger: s.cfg.Logger, Limits: s.gateway, AgentUI: s.agentUI}
+	gopts := gateway.Options{Runtime: rt, Guard: g, Logger: s.cfg.Logger, Limits: s.gateway, AgentUI: s.agentUI, WebRoot: s.webRoot}
 	var stopDead func()
 	if s.dev {
 		if err := d.Inspector.Register(rt.Registry()); err != nil {
