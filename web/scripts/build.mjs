@@ -3,6 +3,7 @@
 //   node scripts/build.mjs            everything (what `make web` runs)
 //   node scripts/build.mjs --check    fails when gateway/internal/webui/static/surfaced.js is not
 //                                     the build of web/client/src (the daemon embeds that file)
+//   node scripts/build.mjs --packages web/react/dist and the example's type check (npm test)
 //   node scripts/build.mjs --example-out DIR   only the example app, into DIR (the browser test)
 //
 // Outputs: gateway/internal/webui/static/surfaced.js (committed: `go build` needs no JavaScript
@@ -29,6 +30,8 @@ const BANNER = `/*
 async function buildClassicScript() {
   const out = await esbuild.build({
     entryPoints: [path.join(web, "client", "src", "global.js")],
+    // The bundle names its sources relative to this directory: the same bytes from any cwd.
+    absWorkingDir: web,
     bundle: true,
     format: "iife",
     target: "es2020",
@@ -56,9 +59,13 @@ async function buildReact() {
     logLevel: "warning",
   });
   // tsc writes the declaration files (and checks the types).
-  execFileSync(process.execPath, [path.join(web, "node_modules", "typescript", "bin", "tsc"), "-p", path.join(web, "react", "tsconfig.json")], {
-    stdio: "inherit",
-  });
+  tsc(path.join(web, "react", "tsconfig.json"));
+  // The example app is type-checked against the package's source (esbuild does not check types).
+  tsc(path.join(exampleDir, "tsconfig.json"));
+}
+
+function tsc(project) {
+  execFileSync(process.execPath, [path.join(web, "node_modules", "typescript", "bin", "tsc"), "-p", project], { stdio: "inherit" });
 }
 
 async function buildExample(outDir) {
@@ -91,9 +98,13 @@ if (args[0] === "--check") {
     console.error(`${path.relative(repo, embedded)} is not the build of web/client/src: run \`make web\` and commit it`);
     process.exit(1);
   }
+} else if (args[0] === "--packages") {
+  await buildReact();
 } else if (args[0] === "--example-out") {
   if (!args[1]) throw new Error("--example-out needs a directory");
   await buildExample(path.resolve(args[1]));
+} else if (args.length) {
+  throw new Error("unknown arguments: " + args.join(" "));
 } else {
   fs.writeFileSync(embedded, await buildClassicScript());
   await buildReact();

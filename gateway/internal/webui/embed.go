@@ -1,6 +1,8 @@
 // Package webui holds the browser UI the gateway serves at "/": plain HTML, CSS and JavaScript
 // embedded at build time, so `go build` needs no JavaScript toolchain and the binary carries
-// everything. static/surfaced.js is also the public client library (served as /surfaced.js).
+// everything. static/surfaced.js is also the public client library (served as /surfaced.js): the
+// build of the npm package @surfaced/client (web/client), made by `make web` and checked against
+// its source by the tests.
 package webui
 
 import (

@@ -122,3 +122,42 @@ func TestUIScriptsParse(t *testing.T) {
 		runNode(t, "--check", filepath.Join("static", name))
 	}
 }
+
+// webDir is the npm workspace (web/); the tests that need its toolchain skip
+// without it, except on CI (scripts/test-setup installs it).
+func webDir(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", "..", "..", "web"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "esbuild")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("web/node_modules is required on CI (scripts/test-setup): %v", err)
+		}
+		t.Skipf("web/node_modules is not installed (run scripts/test-setup): %v", err)
+	}
+	return dir
+}
+
+// static/surfaced.js is the build of web/client/src, not a second copy.
+func TestSurfacedJSIsTheBuildOfTheClientPackage(t *testing.T) {
+	web := webDir(t)
+	runNode(t, filepath.Join(web, "scripts", "build.mjs"), "--check")
+}
+
+// The npm packages' own tests: the client's bridge, artifacts and token
+// stream, and the React hooks and chat transport in happy-dom.
+func TestWebPackages(t *testing.T) {
+	web := webDir(t)
+	runNode(t, filepath.Join(web, "scripts", "build.mjs"), "--packages")
+	files, err := filepath.Glob(filepath.Join(web, "*", "test", "*.test.mjs"))
+	if err != nil || len(files) < 2 {
+		t.Fatalf("the packages' tests are missing: %v %v", files, err)
+	}
+	out := runNode(t, append([]string{"--test", "--test-reporter=tap"}, files...)...)
+	if !strings.Contains(out, "# fail 0") || strings.Contains(out, "# pass 0\n") {
+		t.Fatalf("unexpected node test summary:\n%s", out)
+	}
+	t.Log(out[strings.LastIndex(out, "# tests"):])
+}

@@ -5,7 +5,7 @@
  */
 "use strict";
 (() => {
-  // web/client/src/index.js
+  // client/src/index.js
   var root = typeof window !== "undefined" ? window : globalThis;
   var DEFAULT_FENCE = "surface-op";
   var SURFACE_PREFIX = "surface:";
@@ -1138,7 +1138,7 @@
   };
   var version = "1";
 
-  // web/client/src/global.js
+  // client/src/global.js
   (typeof window !== "undefined" ? window : globalThis).Surfaced = {
     version,
     Client,
