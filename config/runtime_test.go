@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -113,6 +114,10 @@ func TestResolveErrors(t *testing.T) {
 		_, err := Resolve(p, Flags{}, envOf(nil))
 		wantErr(t, err, p+":1: adr: unknown key (did you mean addr?)")
 	})
+	t.Run("web root without an index.html", func(t *testing.T) {
+		_, err := Resolve("", Flags{WebRoot: ptr(dir)}, envOf(map[string]string{"HOME": "/h"}))
+		wantErr(t, err, "web_root: "+strconv.Quote(dir)+" has no index.html")
+	})
 	t.Run("a flag fixes the file", func(t *testing.T) {
 		// The file names a tokens file that does not exist; --token decides
 		// authentication instead, so the merged configuration is valid.
@@ -125,6 +130,24 @@ func TestResolveErrors(t *testing.T) {
 			t.Fatalf("%+v, %v", f, err)
 		}
 	})
+}
+
+func TestResolveWebRoot(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "index.html", "<!doctype html>")
+	t.Chdir(filepath.Dir(dir))
+	f, err := Resolve("", Flags{WebRoot: ptr(filepath.Base(dir))}, envOf(map[string]string{"HOME": "/h"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.WebRoot != dir {
+		t.Fatalf("web_root %q, want the absolute %q", f.WebRoot, dir)
+	}
+	// In a file, relative to the file.
+	p := writeFile(t, dir, "surfaced.yaml", "web_root: .\n")
+	if f, err = Resolve(p, Flags{}, envOf(map[string]string{"HOME": "/h"})); err != nil || f.WebRoot != dir {
+		t.Fatalf("%q, %v", f.WebRoot, err)
+	}
 }
 
 func TestClassifyStore(t *testing.T) {
