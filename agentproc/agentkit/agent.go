@@ -49,6 +49,16 @@ type Options struct {
 	// session KV key such as a UI preference changed). It runs on the input
 	// loop, in order, after Pref reflects the change: it must not block.
 	OnStateChanged func(agentproc.StateChanged)
+	// OnReady, if set, runs once on its own goroutine after agent_ready is
+	// written, with the agent's context: work that needs the daemon (a
+	// surface command, an artifact list) without delaying readiness, such as
+	// rebuilding a domain's snapshot after a restart.
+	OnReady func(ctx context.Context)
+	// OnAgentEnd, if set, runs on its own goroutine after each agent_end is
+	// written, with the agent's context: turn-end convergence, such as
+	// rebuilding a snapshot from what the turn's tools stored. It may call
+	// the daemon; the next run does not wait for it.
+	OnAgentEnd func(ctx context.Context)
 }
 
 // Agent is a surfaced/1 agent: it speaks pi's RPC mode plus the surface lines
@@ -192,6 +202,9 @@ func (a *Agent) Run(ctx context.Context, in io.Reader, out io.Writer) error {
 	info := modelInfo(a.model)
 	a.log.Info("agent ready", "protocol", agentproc.Protocol, "surfaces", a.surfList, "tools", a.toolList,
 		"model", info.ID, "provider", info.Provider)
+	if f := a.opts.OnReady; f != nil {
+		a.goWork(func() { f(base) })
+	}
 
 	readErr := make(chan error, 1)
 	go func() { readErr <- a.readLoop(in) }()

@@ -679,3 +679,44 @@ func TestToolCallEdgeCases(t *testing.T) {
 		}
 	}
 }
+
+// OnReady runs after agent_ready and may call the daemon; OnAgentEnd runs
+// after each agent_end, and the next run does not wait for it.
+func TestReadyAndAgentEndHooks(t *testing.T) {
+	readyCalls := make(chan error, 1)
+	ends := make(chan struct{}, 4)
+	var a *Agent
+	a, logs := newTestAgent(Options{
+		OnReady: func(ctx context.Context) {
+			_, err := a.SurfaceCommand(ctx, "canvas", "sync", nil)
+			readyCalls <- err
+		},
+		OnAgentEnd: func(ctx context.Context) {
+			if ctx.Err() == nil {
+				ends <- struct{}{}
+			}
+		},
+	})
+	h := start(t, a, logs)
+
+	// The hook's command comes after agent_ready (start read it first).
+	var c agentproc.SurfaceCommand
+	h.Await(agentproc.TypeSurfaceCommand, nil).Decode(t, &c)
+	if c.Domain != "canvas" || c.Action != "sync" {
+		t.Fatalf("OnReady sent %+v", c)
+	}
+	h.Send(agentproc.SurfaceCommandResult{Type: agentproc.TypeSurfaceCommandResult, ID: c.ID, OK: true})
+	if err := <-readyCalls; err != nil {
+		t.Fatalf("OnReady's command: %v", err)
+	}
+
+	for i, id := range []string{"p1", "p2"} {
+		h.Send(agentproc.PromptCommand{ID: id, Type: agentproc.CmdPrompt, Message: "hello"})
+		h.Await(agentproc.EventAgentEnd, nil)
+		select {
+		case <-ends:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("OnAgentEnd did not run after run %d", i+1)
+		}
+	}
+}

@@ -177,6 +177,9 @@ func (a *Agent) runAgent(t *turn, inputs []userInput) {
 		// answered, and its run started, only after this run's agent_end.
 		a.emit(agentEndEvent(runMessages))
 		a.mu.Unlock()
+		if f := a.opts.OnAgentEnd; f != nil {
+			a.goWork(func() { f(a.base) })
+		}
 		t.cancel()
 		close(t.done)
 		if next == nil {
