@@ -33,6 +33,13 @@
 // that do not fit a Typed command are invalid_args, an unknown domain is
 // surface_not_registered. A failed command changes no state.
 //
+// # Hooks
+//
+// Options.OnReady runs once after agent_ready, Options.OnAgentEnd after each
+// agent_end, each on its own goroutine with the agent's context: the place to
+// rebuild a domain's snapshot from something outside the daemon (a restart's
+// hydration, a turn's convergence) without delaying readiness or the next run.
+//
 // # Concurrency
 //
 // The input loop never waits for a tool, a model or a command: prompts run on
