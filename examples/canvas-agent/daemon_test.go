@@ -108,6 +108,9 @@ func startCanvas(t *testing.T, model agentkit.Model, seed ...[]byte) (*fakeDaemo
 		<-domainDone
 		<-writeDone
 	})
+	// The hydration (the sync OnReady runs) is the first command; tests
+	// start once it is committed, so that it never races their own commands.
+	testkit.Eventually(t, 15*time.Second, func() bool { return len(d.snapshots()) > 0 }, "the hydration sync")
 	return d, agent
 }
 
