@@ -371,12 +371,8 @@ func (d *fakeDaemon) prompt(text string, attachments ...string) {
 		p.Attachments = append(p.Attachments, agentproc.PromptAttachment{ID: a, MediaType: "image/png"})
 	}
 	d.send(p)
-	deadline := time.Now().Add(20 * time.Second)
-	for d.ends() <= before {
-		if time.Now().After(deadline) {
-			d.t.Fatalf("no agent_end after %q; the agent wrote:\n%s", text, d.dumpLines())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !waitUntil(20*time.Second, func() bool { return d.ends() > before }) {
+		d.t.Fatalf("no agent_end after %q; the agent wrote:\n%s", text, d.dumpLines())
 	}
 }
 
@@ -489,4 +485,21 @@ func (d *fakeDaemon) dumpLines() string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// waitUntil polls cond on a ticker until it holds or timeout passes (like
+// testkit.Eventually, but it lets the caller say what it saw).
+func waitUntil(timeout time.Duration, cond func() bool) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			return cond()
+		case <-tick.C:
+		}
+	}
+	return true
 }
