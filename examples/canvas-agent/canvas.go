@@ -462,16 +462,24 @@ var stages = []struct {
 // previewSide bounds the preview images.
 const previewSide = 320
 
+// ToolResult is what a tool tells the model, and the artifacts it names:
+// the tool's result carries them (details.artifacts), so an editor over ACP
+// sees each as a resource link of the call.
+type ToolResult struct {
+	Text      string
+	Artifacts []string
+}
+
 // ToolEdit is image_edit: it maps the instruction to edits, shows the live
 // preview, writes the result derived from the image and registers it.
-func (c *Canvas) ToolEdit(ctx context.Context, sf Surface, args EditArgs) (string, error) {
+func (c *Canvas) ToolEdit(ctx context.Context, sf Surface, args EditArgs) (ToolResult, error) {
 	instruction := strings.TrimSpace(args.Instruction)
 	if instruction == "" {
-		return "", errors.New("image_edit needs an instruction, e.g. \"make it brighter\"")
+		return ToolResult{}, errors.New("image_edit needs an instruction, e.g. \"make it brighter\"")
 	}
 	edits := parseInstruction(instruction)
 	if len(edits) == 0 {
-		return "", fmt.Errorf("I cannot do %q on the canvas; I can do: %s", truncate(instruction, 100), instructionHelp)
+		return ToolResult{}, fmt.Errorf("I cannot do %q on the canvas; I can do: %s", truncate(instruction, 100), instructionHelp)
 	}
 	c.busy.Add(1)
 	defer c.busy.Add(-1)
@@ -479,22 +487,22 @@ func (c *Canvas) ToolEdit(ctx context.Context, sf Surface, args EditArgs) (strin
 	if src == "" {
 		g, err := sf.Get(ctx)
 		if err != nil {
-			return "", fmt.Errorf("read the gallery: %w", err)
+			return ToolResult{}, fmt.Errorf("read the gallery: %w", err)
 		}
 		if src, err = c.target(g, ""); err != nil {
-			return "", err
+			return ToolResult{}, err
 		}
 	} else if err := checkID("image_edit", src); err != nil {
-		return "", err
+		return ToolResult{}, err
 	}
 	task := truncate(instruction, 80)
 	img, art, err := c.load(ctx, src)
 	if err != nil {
-		return "", err
+		return ToolResult{}, err
 	}
 	out, params, alpha, err := runEdits(img, edits)
 	if err != nil {
-		return "", err
+		return ToolResult{}, err
 	}
 	params["instruction"] = truncate(instruction, maxPromptBytes)
 	mediaType := "image/png"
@@ -503,17 +511,20 @@ func (c *Canvas) ToolEdit(ctx context.Context, sf Surface, args EditArgs) (strin
 	}
 	res, err := c.finish(ctx, sf, out, task, mediaType, params, PutOptions{Name: derivedName(art.Name, describeSteps(params), mediaType), DerivedFrom: src})
 	if err != nil {
-		return "", err
+		return ToolResult{}, err
 	}
-	return fmt.Sprintf("Edited %s (%s): the new image %s is derived from it and is now on the canvas.", src, describeSteps(params), res.ID), nil
+	return ToolResult{
+		Text:      fmt.Sprintf("Edited %s (%s): the new image %s is derived from it and is now on the canvas.", src, describeSteps(params), res.ID),
+		Artifacts: []string{res.ID},
+	}, nil
 }
 
 // ToolGenerate is image_generate: it paints a procedural image for the
 // prompt, shows the live preview and registers the result.
-func (c *Canvas) ToolGenerate(ctx context.Context, sf Surface, args GenerateArgs) (string, error) {
+func (c *Canvas) ToolGenerate(ctx context.Context, sf Surface, args GenerateArgs) (ToolResult, error) {
 	prompt := strings.TrimSpace(args.Prompt)
 	if prompt == "" {
-		return "", errors.New("image_generate needs a prompt")
+		return ToolResult{}, errors.New("image_generate needs a prompt")
 	}
 	w, h := args.Width, args.Height
 	if w == 0 {
@@ -523,21 +534,24 @@ func (c *Canvas) ToolGenerate(ctx context.Context, sf Surface, args GenerateArgs
 		h = defaultGenH
 	}
 	if w < minGenSide || h < minGenSide || w > maxGenSide || h > maxGenSide {
-		return "", fmt.Errorf("image_generate: width and height must be from %d to %d", minGenSide, maxGenSide)
+		return ToolResult{}, fmt.Errorf("image_generate: width and height must be from %d to %d", minGenSide, maxGenSide)
 	}
 	c.busy.Add(1)
 	defer c.busy.Add(-1)
 	prompt = truncate(prompt, maxPromptBytes)
 	if err := c.stage(ctx, sf, "composing", 0.1, "", "generate: "+truncate(prompt, 60)); err != nil {
-		return "", err
+		return ToolResult{}, err
 	}
 	img := generateImage(prompt, w, h)
 	params := map[string]any{"op": "generate", "prompt": prompt, "width": w, "height": h}
 	res, err := c.finish(ctx, sf, img, "generate: "+truncate(prompt, 60), "image/png", params, PutOptions{Name: truncate(prompt, 60) + ".png"})
 	if err != nil {
-		return "", err
+		return ToolResult{}, err
 	}
-	return fmt.Sprintf("Generated %s (%d×%d) for %q; it is now on the canvas.", res.ID, w, h, prompt), nil
+	return ToolResult{
+		Text:      fmt.Sprintf("Generated %s (%d×%d) for %q; it is now on the canvas.", res.ID, w, h, prompt),
+		Artifacts: []string{res.ID},
+	}, nil
 }
 
 // finish shows the preview stages of out, stores it, registers it and ends

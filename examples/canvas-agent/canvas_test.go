@@ -454,6 +454,9 @@ func TestChatEdits(t *testing.T) {
 	if it.DerivedFrom != second || g.Current != it.ID || p["op"] != "adjust" || p["brightness"] != 20.0 || p["instruction"] != "make it brighter" {
 		t.Errorf("edited item %+v params %v", it, p)
 	}
+	if got := d.toolArtifacts("image_edit"); !slices.Equal(got, []string{it.ID}) {
+		t.Errorf("image_edit's result names %v, want the new image %s", got, it.ID)
+	}
 	if all, previews := d.count(); previews < 3 || len(g.Items) != all-previews {
 		t.Errorf("%d artifacts, %d previews, %d items", all, previews, len(g.Items))
 	}
@@ -494,6 +497,9 @@ func TestChatGenerates(t *testing.T) {
 	it := g.Items[0]
 	if string(it.Params) != `{"height":200,"op":"generate","prompt":"a sunset over the sea","width":320}` || it.DerivedFrom != "" {
 		t.Errorf("generated item %+v", it)
+	}
+	if got := d.toolArtifacts("image_generate"); !slices.Equal(got, []string{it.ID}) {
+		t.Errorf("image_generate's result names %v, want the new image %s", got, it.ID)
 	}
 	img, format := d.decoded(it.ID)
 	if format != "png" || img.Bounds().Dx() != 320 || img.Bounds().Dy() != 200 {

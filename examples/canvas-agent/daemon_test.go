@@ -476,6 +476,30 @@ func (d *fakeDaemon) count() (all, previews int) {
 	return all, previews
 }
 
+// toolArtifacts is the artifacts named by the results of the agent's
+// finished calls of tool (details.artifacts), in order.
+func (d *fakeDaemon) toolArtifacts(tool string) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var ids []string
+	for _, l := range d.lines {
+		var ev agentproc.Event
+		if json.Unmarshal(l, &ev) != nil || ev.Type != agentproc.EventToolExecutionEnd || ev.ToolName != tool {
+			continue
+		}
+		var res struct {
+			Details struct {
+				Artifacts []string `json:"artifacts"`
+			} `json:"details"`
+		}
+		if err := json.Unmarshal(ev.Result, &res); err != nil {
+			d.t.Errorf("%s's result: %v", tool, err)
+		}
+		ids = append(ids, res.Details.Artifacts...)
+	}
+	return ids
+}
+
 func (d *fakeDaemon) dumpLines() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -121,7 +121,7 @@ func newAgent(model agentkit.Model, log *slog.Logger, canvas *Canvas) *agentkit.
 			if err := json.Unmarshal(raw, &args); err != nil {
 				return "", fmt.Errorf("image_edit: args: %w", err)
 			}
-			return canvas.ToolEdit(ctx, sf, args)
+			return linked(tc)(canvas.ToolEdit(ctx, sf, args))
 		},
 	})
 	agent.AddTool(agentkit.Tool{
@@ -135,10 +135,22 @@ func newAgent(model agentkit.Model, log *slog.Logger, canvas *Canvas) *agentkit.
 			if err := json.Unmarshal(raw, &args); err != nil {
 				return "", fmt.Errorf("image_generate: args: %w", err)
 			}
-			return canvas.ToolGenerate(ctx, sf, args)
+			return linked(tc)(canvas.ToolGenerate(ctx, sf, args))
 		},
 	})
 	return agent
+}
+
+// linked hands a tool's text to the model and names its artifacts on the
+// call, which an editor over ACP shows as resource links.
+func linked(tc *agentkit.ToolCtx) func(ToolResult, error) (string, error) {
+	return func(r ToolResult, err error) (string, error) {
+		if err != nil {
+			return "", err
+		}
+		tc.LinkArtifact(r.Artifacts...)
+		return r.Text, nil
+	}
 }
 
 // addCanvas registers the domain "canvas" and its commands.
