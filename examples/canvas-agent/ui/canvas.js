@@ -7,19 +7,19 @@
 // conversation bridge with the image attached.
 
 const EDITS = [
-  { key: "rotl", label: "Rotate left", icon: "↺", action: "rotate", args: () => ({ degrees: -90 }) },
-  { key: "rotr", label: "Rotate right", icon: "↻", action: "rotate", args: () => ({ degrees: 90 }) },
-  { key: "fliph", label: "Flip horizontally", icon: "⇋", action: "flip", args: () => ({ axis: "horizontal" }) },
-  { key: "flipv", label: "Flip vertically", icon: "⇅", action: "flip", args: () => ({ axis: "vertical" }) },
-  { key: "crop", label: "Crop to the centre", icon: "⊡", action: "crop", args: (dim) => centreCrop(dim) },
-  { key: "resize", label: "Half size", icon: "½", action: "resize", args: () => ({ scale: 0.5 }) },
-  { key: "gray", label: "Black and white", icon: "◐", action: "grayscale", args: () => ({}) },
-  { key: "bright", label: "Brighter", icon: "☀", action: "adjust", args: () => ({ brightness: 15 }) },
-  { key: "dark", label: "Darker", icon: "☾", action: "adjust", args: () => ({ brightness: -15 }) },
-  { key: "contrast", label: "More contrast", icon: "◑", action: "adjust", args: () => ({ contrast: 20 }) },
-  { key: "blur", label: "Blur", icon: "◌", action: "blur", args: () => ({ sigma: 2 }) },
-  { key: "sharpen", label: "Sharpen", icon: "◇", action: "sharpen", args: () => ({ sigma: 1.2 }) },
-  { key: "invert", label: "Invert", icon: "◩", action: "invert", args: () => ({}) },
+  { key: "rotl", group: "transform", short: "Left", label: "Rotate left", icon: "↺", action: "rotate", args: () => ({ degrees: -90 }) },
+  { key: "rotr", group: "transform", short: "Right", label: "Rotate right", icon: "↻", action: "rotate", args: () => ({ degrees: 90 }) },
+  { key: "fliph", group: "transform", short: "Flip ↔", label: "Flip horizontally", icon: "⇋", action: "flip", args: () => ({ axis: "horizontal" }) },
+  { key: "flipv", group: "transform", short: "Flip ↕", label: "Flip vertically", icon: "⇅", action: "flip", args: () => ({ axis: "vertical" }) },
+  { key: "crop", group: "transform", short: "Crop", label: "Crop to the centre", icon: "⊡", action: "crop", args: (dim) => centreCrop(dim) },
+  { key: "resize", group: "transform", short: "Half", label: "Half size", icon: "½", action: "resize", args: () => ({ scale: 0.5 }) },
+  { key: "invert", group: "transform", short: "Invert", label: "Invert", icon: "◩", action: "invert", args: () => ({}) },
+  { key: "gray", group: "adjust", short: "B&W", label: "Black and white", icon: "◐", action: "grayscale", args: () => ({}) },
+  { key: "bright", group: "adjust", short: "Brighter", label: "Brighter", icon: "☀", action: "adjust", args: () => ({ brightness: 15 }) },
+  { key: "dark", group: "adjust", short: "Darker", label: "Darker", icon: "☾", action: "adjust", args: () => ({ brightness: -15 }) },
+  { key: "contrast", group: "adjust", short: "Contrast", label: "More contrast", icon: "◑", action: "adjust", args: () => ({ contrast: 20 }) },
+  { key: "blur", group: "adjust", short: "Blur", label: "Blur", icon: "◌", action: "blur", args: () => ({ sigma: 2 }) },
+  { key: "sharpen", group: "adjust", short: "Sharpen", label: "Sharpen", icon: "◇", action: "sharpen", args: () => ({ sigma: 1.2 }) },
 ];
 
 const OP_LABELS = {
@@ -113,6 +113,9 @@ export function mount(root, api) {
 
   // ------------------------------------------------------------ structure
   root.append(el("link", { rel: "stylesheet", href: new URL("canvas.css", import.meta.url).href }));
+  // The frame's heading names the workbench; the panel's own top row keeps the status and actions.
+  const framed = typeof api.setTitle === "function";
+  if (framed) api.setTitle("Canvas");
   const fileInput = el("input", { type: "file", accept: "image/*", multiple: true, hidden: true, "data-testid": tid("file") });
   const uploadBtn = el("button", { type: "button", class: "cv-btn cv-btn-primary", "data-testid": tid("upload"), title: "Upload images (or drop them on the canvas)" },
     el("span", { class: "cv-ico", "aria-hidden": "true", text: "⤒" }), el("span", { text: "Upload" }));
@@ -120,7 +123,7 @@ export function mount(root, api) {
     el("span", { class: "cv-ico", "aria-hidden": "true", text: "⟳" }));
   const status = el("span", { class: "cv-status", "data-testid": tid("status"), role: "status" });
   const toolbar = el("div", { class: "cv-top" },
-    el("div", { class: "cv-brand" }, el("span", { class: "cv-logo", "aria-hidden": "true" }), el("span", { class: "cv-title", text: "Canvas" }), status),
+    el("div", { class: "cv-brand" }, el("span", { class: "cv-logo", "aria-hidden": "true" }), framed ? null : el("span", { class: "cv-title", text: "Canvas" }), status),
     el("div", { class: "cv-top-actions" }, syncBtn, uploadBtn, fileInput));
 
   const notice = el("div", { class: "cv-notice", role: "alert", "data-testid": tid("unavailable"), hidden: true });
@@ -156,8 +159,11 @@ export function mount(root, api) {
 
   const editButtons = EDITS.map((e) =>
     el("button", { type: "button", class: "cv-tool", "data-testid": tid("edit-" + e.key), "data-action": e.action, title: e.label, "aria-label": e.label },
-      el("span", { class: "cv-tool-ico", "aria-hidden": "true", text: e.icon }), el("span", { class: "cv-tool-label", text: e.label })));
-  const tools = el("div", { class: "cv-tools", role: "toolbar", "aria-label": "Edit the image" }, ...editButtons);
+      el("span", { class: "cv-tool-ico", "aria-hidden": "true", text: e.icon }), el("span", { class: "cv-tool-label", text: e.short })));
+  const toolGroup = (name, label) => el("div", { class: "cv-tool-group", role: "group", "aria-label": label },
+    el("span", { class: "cv-tool-group-label", "aria-hidden": "true", text: label }),
+    ...editButtons.filter((_, i) => EDITS[i].group === name));
+  const tools = el("div", { class: "cv-tools", role: "toolbar", "aria-label": "Edit the image" }, toolGroup("transform", "Transform"), toolGroup("adjust", "Adjust"));
 
   const galleryCount = el("span", { class: "cv-count", "data-testid": tid("count") });
   const gallery = el("ul", { class: "cv-gallery", "data-testid": tid("gallery"), "aria-label": "Images" });
@@ -444,6 +450,7 @@ export function mount(root, api) {
     // Live preview.
     preview.hidden = !lp;
     stage.classList.toggle("is-working", !!lp);
+    stage.classList.toggle("has-preview", !!(lp && lp.artifact));
     if (lp) {
       previewStage.textContent = String(lp.stage || "working");
       previewTask.textContent = lp.task ? "· " + lp.task : "";
@@ -483,6 +490,7 @@ export function mount(root, api) {
     off();
     if (typeof offArts === "function") offArts();
     clearInterval(timer);
+    if (framed) api.setTitle("");
     root.replaceChildren();
   };
 }
