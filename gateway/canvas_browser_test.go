@@ -305,6 +305,21 @@ func TestBrowserCanvasWorkbench(t *testing.T) {
 	canvasWait(t, ctx, "the chat after the reload", allTextCanvas("chat-message-user"), func(s string) bool { return strings.Contains(s, "make it brighter") })
 	canvasWait(t, ctx, "the thumbnails after the reload", jsLoadedThumbs, equals("3"))
 
+	// A picture from the chat: image_generate, a new image with no source.
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(tid("composer-input"), "draw a sunset over the sea"),
+		chromedp.Click(tid("composer-send")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	thumbs = canvasWait(t, ctx, "the generated image", jsThumbs, func(s string) bool { return len(strings.Split(s, ",")) == 4 })
+	generated := strings.Split(thumbs, ",")[3]
+	canvasWait(t, ctx, "the generated image on the stage", jsStageImage, func(s string) bool { return strings.HasSuffix(s, " "+generated) })
+	canvasWait(t, ctx, "its lineage", elemTextCanvas("canvas-lineage"), func(s string) bool { return strings.HasPrefix(s, "Generated from a prompt") })
+	canvasWait(t, ctx, "the live preview gone", `document.querySelector('[data-testid="canvas-live-preview"]').hidden`, equals("true"))
+	canvasWait(t, ctx, "every thumbnail loaded", jsLoadedThumbs, equals("4"))
+	shot(t, ctx, "canvas-workbench-1400x900", false)
+
 	// The phone size.
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile)); err != nil {
 		t.Fatal(err)
