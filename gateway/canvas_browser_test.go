@@ -320,6 +320,28 @@ func TestBrowserCanvasWorkbench(t *testing.T) {
 	canvasWait(t, ctx, "every thumbnail loaded", jsLoadedThumbs, equals("4"))
 	shot(t, ctx, "canvas-workbench-1400x900", false)
 
+	// "Ask about it" on an older version: the conversation bridge sends it to
+	// the chat as a user message with the image attached, and the next
+	// request ("that last one") edits that image.
+	if err := chromedp.Do(ctx, chromedp.Click(`[data-testid="canvas-thumb"][data-id="`+rotated+`"]`)); err != nil {
+		t.Fatal(err)
+	}
+	canvasWait(t, ctx, "the rotated version selected", jsCurrent, equals(rotated))
+	if err := chromedp.Do(ctx, chromedp.Click(tid("canvas-ask"))); err != nil {
+		t.Fatal(err)
+	}
+	canvasWait(t, ctx, "the image in the chat", allTextCanvas("chat-message-user"), func(s string) bool { return strings.Contains(s, "Let's talk about this image") })
+	canvasWait(t, ctx, "the model's answer", allTextCanvas("chat-message-assistant"), func(s string) bool { return strings.Contains(s, "I have "+rotated+" in view now") })
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(tid("composer-input"), "make that last one black and white"),
+		chromedp.Click(tid("composer-send")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	thumbs = canvasWait(t, ctx, "the black and white version", jsThumbs, func(s string) bool { return len(strings.Split(s, ",")) == 5 })
+	canvasWait(t, ctx, "it derives from the image asked about", `Array.from(document.querySelectorAll('[data-testid="canvas-lineage-link"]')).map(e => e.dataset.id).join(",")`,
+		equals(rotated+","+original))
+
 	// The phone size.
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile)); err != nil {
 		t.Fatal(err)

@@ -85,7 +85,7 @@ function el(tag, props, ...children) {
 
 export function mount(root, api) {
   const session = api.session;
-  const arts = session && session.artifacts ? session.artifacts : null;
+  const arts = session && session.artifacts ? session.artifacts : null; // /surfaced.js: upload, url, on
   const tid = (s) => "canvas-" + s;
 
   // ------------------------------------------------------------ signed URLs
@@ -410,6 +410,17 @@ export function mount(root, api) {
     lineage.replaceChildren(...nodes);
   }
 
+  // reveal scrolls the gallery (a film strip or a grid) so that li shows, without moving the page.
+  let shownCurrent = "";
+  function reveal(li) {
+    const g = gallery.getBoundingClientRect();
+    const r = li.getBoundingClientRect();
+    if (r.left < g.left) gallery.scrollLeft -= g.left - r.left + 4;
+    else if (r.right > g.right) gallery.scrollLeft += r.right - g.right + 4;
+    if (r.top < g.top) gallery.scrollTop -= g.top - r.top + 4;
+    else if (r.bottom > g.bottom) gallery.scrollTop += r.bottom - g.bottom + 4;
+  }
+
   function render() {
     const { sf, items, current, lp } = view();
     const available = !!sf.available;
@@ -430,6 +441,11 @@ export function mount(root, api) {
     const kids = Array.from(gallery.children);
     if (kids.length !== lis.length || kids.some((c, i) => c !== lis[i])) gallery.replaceChildren(...lis);
     galleryWrap.classList.toggle("is-empty", !items.length);
+    if (current && current.id !== shownCurrent) {
+      shownCurrent = current.id;
+      const li = lis.find((x) => x.dataset.id === current.id);
+      if (li) requestAnimationFrame(() => reveal(li));
+    }
 
     // Stage.
     if (current) {
