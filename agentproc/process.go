@@ -33,10 +33,13 @@ const (
 	defaultStderrBytes = 64 << 10
 	defaultKillAfter   = 2 * time.Second
 	// After the child exits its pipes are drained while data keeps coming, waiting at most
-	// drainIdle for each read and stopping drainMax after the exit: a process that left the group
-	// and still holds a pipe must not delay the exit report.
-	drainIdle = 50 * time.Millisecond
-	drainMax  = 500 * time.Millisecond
+	// drainIdle for each read, drainMax in all, and reading at most drainBytes: a process that
+	// left the group and still holds a pipe must not delay the exit report. Only time spent
+	// waiting on the pipe counts: what the child wrote before it exited sits in the pipe, and a
+	// reader held back by the consumer (the output window) must still get all of it.
+	drainIdle  = 50 * time.Millisecond
+	drainMax   = 500 * time.Millisecond
+	drainBytes = 4 << 20 // more than a pipe holds (1 MiB at most on Linux)
 	// stderrTailBytes is how much of the stderr ring ExitStatus.StderrTail carries.
 	stderrTailBytes = 4 << 10
 	// stderrLineMax splits an endless stderr line for Spec.Stderr.
@@ -721,22 +724,29 @@ func (p *Process) Close() error {
 func (p *Process) Kill() { p.signalGroup(syscall.SIGKILL) }
 
 // childPipe is our read end of a child's stdout or stderr. While the child runs, reads block as
-// long as they must; once it has exited, each read waits at most drainIdle for data and reading
-// stops drainMax after the exit.
+// long as they must; once it has exited, each read waits at most drainIdle for data, and reading
+// stops once reads have waited drainMax in all or read drainBytes.
 type childPipe struct {
 	f        *os.File
 	exitedAt atomic.Pointer[time.Time]
+	// After the exit (one reader: no lock): the time reads waited, the bytes they read.
+	waited    time.Duration
+	drainRead int
 }
 
 func (c *childPipe) Read(b []byte) (int, error) {
-	if t := c.exitedAt.Load(); t != nil {
-		deadline := time.Now().Add(drainIdle)
-		if hard := t.Add(drainMax); hard.Before(deadline) {
-			deadline = hard
-		}
-		c.f.SetReadDeadline(deadline)
+	if c.exitedAt.Load() == nil {
+		return c.f.Read(b)
 	}
-	return c.f.Read(b)
+	if c.waited >= drainMax || c.drainRead >= drainBytes {
+		return 0, os.ErrDeadlineExceeded
+	}
+	start := time.Now()
+	c.f.SetReadDeadline(start.Add(min(drainIdle, drainMax-c.waited)))
+	n, err := c.f.Read(b)
+	c.waited += time.Since(start)
+	c.drainRead += n
+	return n, err
 }
 
 // childExited starts the drain; the deadline also wakes a read that is already waiting.
