@@ -3234,10 +3234,19 @@ type RunCommand struct {
 	// When the caller stops waiting, in Unix milliseconds (0: no deadline).
 	// The domain does not start a command whose deadline has passed, and an
 	// agent-hosted command's settle window ends at it (it travels to the
-	// agent as surface_dispatch's deadline).
-	DeadlineMs    int64 `protobuf:"varint,6,opt,name=deadline_ms,json=deadlineMs,proto3" json:"deadline_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// agent as surface_dispatch's deadline). A command for a domain a starting
+	// agent has not registered yet waits for it until then (the session's
+	// ready timeout without one).
+	DeadlineMs int64 `protobuf:"varint,6,opt,name=deadline_ms,json=deadlineMs,proto3" json:"deadline_ms,omitempty"`
+	// The command's idempotency key: a retry with the same key (and the same
+	// action and args) is answered with the first attempt's result once that
+	// attempt changed the state, instead of running again. Client keys come
+	// from the Idempotency-Key header or the WebSocket request; the daemon
+	// makes one up when the client sends none, so that its own retries (after
+	// a node died) are covered. Empty: not deduplicated.
+	IdempotencyKey string `protobuf:"bytes,7,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RunCommand) Reset() {
@@ -3312,6 +3321,13 @@ func (x *RunCommand) GetDeadlineMs() int64 {
 	return 0
 }
 
+func (x *RunCommand) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
 type CommandResult struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Ok          bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
@@ -3322,7 +3338,10 @@ type CommandResult struct {
 	Rev uint64 `protobuf:"varint,5,opt,name=rev,proto3" json:"rev,omitempty"`
 	// The session refused the request before any domain saw it (unknown or
 	// foreign session, ended session, rate limit): not a command outcome.
-	Refused       *Error `protobuf:"bytes,6,opt,name=refused,proto3" json:"refused,omitempty"`
+	Refused *Error `protobuf:"bytes,6,opt,name=refused,proto3" json:"refused,omitempty"`
+	// The answer is the remembered result of an earlier attempt with the same
+	// idempotency key: this attempt did not run.
+	Replayed      bool `protobuf:"varint,7,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3397,6 +3416,13 @@ func (x *CommandResult) GetRefused() *Error {
 		return x.Refused
 	}
 	return nil
+}
+
+func (x *CommandResult) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
 }
 
 // SurfaceFetch asks a domain's data plane for one page
@@ -5331,7 +5357,7 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\vAbortResult\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x19\n" +
 	"\bwas_busy\x18\x02 \x01(\bR\awasBusy\x12(\n" +
-	"\x05error\x18\x03 \x01(\v2\x12.surfaced.v1.ErrorR\x05error\"\xc0\x01\n" +
+	"\x05error\x18\x03 \x01(\v2\x12.surfaced.v1.ErrorR\x05error\"\xe9\x01\n" +
 	"\n" +
 	"RunCommand\x12+\n" +
 	"\x06caller\x18\x01 \x01(\v2\x13.surfaced.v1.CallerR\x06caller\x12\x16\n" +
@@ -5340,14 +5366,16 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\x04args\x18\x04 \x01(\fR\x04args\x12 \n" +
 	"\vcorrelation\x18\x05 \x01(\tR\vcorrelation\x12\x1f\n" +
 	"\vdeadline_ms\x18\x06 \x01(\x03R\n" +
-	"deadlineMs\"\xbf\x01\n" +
+	"deadlineMs\x12'\n" +
+	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\"\xdb\x01\n" +
 	"\rCommandResult\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12(\n" +
 	"\x05error\x18\x03 \x01(\v2\x12.surfaced.v1.ErrorR\x05error\x12 \n" +
 	"\vcorrelation\x18\x04 \x01(\tR\vcorrelation\x12\x10\n" +
 	"\x03rev\x18\x05 \x01(\x04R\x03rev\x12,\n" +
-	"\arefused\x18\x06 \x01(\v2\x12.surfaced.v1.ErrorR\arefused\"\xa1\x01\n" +
+	"\arefused\x18\x06 \x01(\v2\x12.surfaced.v1.ErrorR\arefused\x12\x1a\n" +
+	"\breplayed\x18\a \x01(\bR\breplayed\"\xa1\x01\n" +
 	"\fSurfaceFetch\x12+\n" +
 	"\x06caller\x18\x01 \x01(\v2\x13.surfaced.v1.CallerR\x06caller\x12\x16\n" +
 	"\x06domain\x18\x02 \x01(\tR\x06domain\x12\x12\n" +
