@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -94,14 +92,18 @@ type clusterNode struct {
 	ready atomic.Bool
 	done  chan struct{}
 
-	// Lease conflicts with members this node believes alive: the cluster
-	// placed a session here while another live member holds its lease.
-	// Sustained, it means the views of the topology diverged (this member
-	// was cut off and the others blocked it): it must rejoin.
-	conflictMu    sync.Mutex
-	conflictFirst time.Time
-	conflictLast  time.Time
-	conflicts     int
+	// start and ticked (nanoseconds after start, on the monotonic clock)
+	// say when the watchdog last ran: a node that has not run for longer
+	// than its session lease (frozen with SIGSTOP, stalled) is not ready
+	// until the watchdog has looked at it.
+	start  time.Time
+	ticked atomic.Int64
+	ttl    time.Duration // the session lease
+
+	// conflicts are the sessions the cluster placed here while other nodes
+	// held their leases: sustained with live holders, they mean that this
+	// node's view of the members disagrees with the others' (it must rejoin).
+	conflicts *leaseConflicts
 }
 
 // ErrClusterStart is wrapped by a failure to join the cluster.
@@ -172,32 +174,56 @@ func (r *Runtime) joinCluster(cc ClusterConfig) (*clusterNode, error) {
 	}
 	// Lease holders are named per start (a restarted member is a new holder).
 	r.deps.NodeID = sys.Address() + "#" + sys.ID
-	node := &clusterNode{c: c, prov: prov, sys: sys, dir: session.NewCluster(c, r.log), done: make(chan struct{})}
+	node := &clusterNode{c: c, prov: prov, sys: sys, dir: session.NewCluster(c, r.log), done: make(chan struct{}),
+		start: time.Now(), ttl: cc.LeaseTTL, conflicts: newLeaseConflicts(cc.LeaseTTL)}
 	node.ready.Store(true)
 	r.log.Info("cluster member started", "cluster", cc.Name, "address", sys.Address(), "member", sys.ID)
 	return node, nil
 }
 
-// watchdog notices this member missing from its own view of the topology:
-// after a membership outage every member, itself included, has blocked its
-// id for good, silently. It rejoins as a new member and says so loudly.
+// watchdog keeps this member in step with the cluster. Once a second it
+// checks that the node ran at all (a node frozen or stalled for longer than
+// its session lease has lost its sessions, and the others may have blocked
+// it for good), that the node is in its own view of the topology (after a
+// membership outage every member, itself included, blocks its id for good,
+// and says nothing), and that the sessions the cluster places here are not
+// held by live nodes (its view of the members diverged from the others').
+// Out of step, the node says so loudly, is not ready, and rejoins as a new
+// member, or leaves for its service manager to start it again.
 func (r *Runtime) watchdog(cc ClusterConfig, node *clusterNode) {
-	t := time.NewTicker(time.Second)
+	t := time.NewTicker(watchdogEvery)
 	defer t.Stop()
 	var missingSince time.Time
+	var outOfStep string // once out of step, until the rejoin succeeds
+	last := time.Now()
 	for {
 		select {
 		case <-node.done:
 			return
 		case <-t.C:
 		}
-		if node.diverged(cc.LeaseTTL) {
-			r.log.Error("CLUSTER: THIS MEMBER'S VIEW OF THE TOPOLOGY DISAGREES WITH THE OTHERS' (its sessions are leased to live members)",
-				"member", node.sys.ID)
+		now := time.Now()
+		if gap := now.Sub(last); gap > cc.LeaseTTL && outOfStep == "" {
+			node.ready.Store(false)
+			outOfStep = fmt.Sprintf("this node did not run for %s, longer than the session lease (%s): it was frozen or stalled, its sessions may live on other nodes now and the others may have blocked it",
+				gap.Round(100*time.Millisecond), cc.LeaseTTL)
+		}
+		last = now
+		node.tick(now)
+		if outOfStep == "" {
+			if ok, why := node.conflicts.outOfStep(now, node.sys.Address(), node.dir.Members()); ok {
+				outOfStep = why
+			}
+		}
+		if outOfStep != "" {
+			node.ready.Store(false)
 			if cc.Evicted != nil {
+				r.log.Error("CLUSTER: THIS MEMBER IS OUT OF STEP WITH THE CLUSTER; stopping so that the service manager starts it again",
+					"member", node.sys.ID, "why", outOfStep)
 				cc.Evicted()
 				return
 			}
+			r.log.Error("CLUSTER: THIS MEMBER IS OUT OF STEP WITH THE CLUSTER; rejoining as a new member", "member", node.sys.ID, "why", outOfStep)
 			if err := r.rejoin(cc, node); err != nil {
 				r.log.Error("cluster: rejoin failed; retrying", "err", err)
 				continue
@@ -213,28 +239,42 @@ func (r *Runtime) watchdog(cc ClusterConfig, node *clusterNode) {
 			continue
 		}
 		if missingSince.IsZero() {
-			missingSince = time.Now()
+			missingSince = now
 			node.ready.Store(false)
 			r.log.Warn("cluster: this member is missing from its own view of the topology", "member", node.sys.ID)
 			continue
 		}
-		if time.Since(missingSince) < cc.Watchdog {
+		if now.Sub(missingSince) < cc.Watchdog {
 			continue
 		}
 		if cc.Evicted != nil {
 			r.log.Error("CLUSTER: THIS MEMBER WAS EVICTED (missing from its own topology view); stopping so that the service manager starts it again",
-				"member", node.sys.ID, "missing_for", time.Since(missingSince).Round(time.Second))
+				"member", node.sys.ID, "missing_for", now.Sub(missingSince).Round(time.Second))
 			cc.Evicted()
 			return
 		}
 		r.log.Error("CLUSTER: THIS MEMBER WAS EVICTED (missing from its own topology view); rejoining as a new member",
-			"member", node.sys.ID, "missing_for", time.Since(missingSince).Round(time.Second))
+			"member", node.sys.ID, "missing_for", now.Sub(missingSince).Round(time.Second))
 		if err := r.rejoin(cc, node); err != nil {
 			r.log.Error("cluster: rejoin failed; retrying", "err", err)
 			continue
 		}
 		return
 	}
+}
+
+// watchdogEvery is how often the watchdog looks.
+const watchdogEvery = time.Second
+
+// tick records that the watchdog ran at now.
+func (n *clusterNode) tick(now time.Time) { n.ticked.Store(int64(now.Sub(n.start))) }
+
+// isReady reports whether the node serves: the watchdog finds it in step, and
+// has looked within the session lease (right after a freeze, before the
+// watchdog has run again, the node is not ready).
+func (n *clusterNode) isReady() bool {
+	since := time.Since(n.start) - time.Duration(n.ticked.Load())
+	return n.ready.Load() && since <= max(n.ttl, 2*watchdogEvery)
 }
 
 // rejoin replaces the member: its sessions stop (releasing their leases, so
@@ -308,36 +348,14 @@ func (r *Runtime) ClusterMembers() []string {
 	return n.dir.Members()
 }
 
-// leaseConflict records a session placed here whose lease a live member
-// holds (see clusterNode.diverged).
-func (r *Runtime) leaseConflict(sessionID, holder string) {
+// leaseConflict records a session placed here whose lease holder holds
+// until expires (see leaseConflicts).
+func (r *Runtime) leaseConflict(sessionID, holder string, expires time.Time) {
 	r.swap.RLock()
 	n := r.node
 	r.swap.RUnlock()
 	if n == nil {
 		return
 	}
-	addr, _, _ := strings.Cut(holder, "#")
-	// An earlier incarnation of this node is not alive.
-	alive := addr != n.sys.Address() && n.dir.HasMember(addr)
-	if !alive {
-		return // a dead member's lease: it expires, then the session moves here
-	}
-	n.conflictMu.Lock()
-	defer n.conflictMu.Unlock()
-	now := time.Now()
-	if n.conflicts == 0 || now.Sub(n.conflictLast) > 10*time.Second {
-		n.conflictFirst, n.conflicts = now, 0
-	}
-	n.conflicts++
-	n.conflictLast = now
-}
-
-// diverged reports lease conflicts with live members that lasted longer than
-// two lease lifetimes: a hand-over during rebalancing takes a moment, a
-// split view does not go away.
-func (n *clusterNode) diverged(ttl time.Duration) bool {
-	n.conflictMu.Lock()
-	defer n.conflictMu.Unlock()
-	return n.conflicts >= 3 && n.conflictLast.Sub(n.conflictFirst) > 2*ttl
+	n.conflicts.observe(time.Now(), sessionID, holder, expires)
 }

@@ -286,12 +286,14 @@ func (r *Runtime) Clustered() bool {
 }
 
 // Ready reports whether the runtime serves sessions: always on a single
-// node; in a cluster, while this member is in its own view of the topology.
+// node; in a cluster, while this member is in step with the cluster (in its
+// own view of the topology, not out of step, and not just back from a
+// freeze the watchdog has not looked at yet).
 func (r *Runtime) Ready() bool {
 	r.swap.RLock()
 	n := r.node
 	r.swap.RUnlock()
-	return n == nil || n.ready.Load()
+	return n == nil || n.isReady()
 }
 
 // StoreHealth is what the store writer knows of the store: whether it can

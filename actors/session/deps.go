@@ -151,8 +151,10 @@ type Deps struct {
 	Leaser   store.Leaser
 	LeaseTTL time.Duration // 0: 6 s
 	// LeaseConflict reports that the cluster placed a session here while
-	// holder (a lease holder's node name) holds its lease.
-	LeaseConflict func(sessionID, holder string)
+	// holder (a lease holder's node name) holds its lease until expires (by
+	// the store's clock: a later expiry for the same holder means it renewed
+	// the lease, so it is alive).
+	LeaseConflict func(sessionID, holder string, expires time.Time)
 	// Clock is the session's time (nil: the wall clock).
 	Clock clock.Clock
 	// Tracker makes each agent's process tree end with it (nil: only its

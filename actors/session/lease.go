@@ -79,7 +79,7 @@ func (s *sessionActor) clusterInit(ctx actor.Context, m *cluster.ClusterInit) {
 			s.log.Info("session lease held elsewhere; not activating here", "err", err)
 			var held *lease.ErrHeld
 			if errors.As(err, &held) && s.deps.LeaseConflict != nil {
-				s.deps.LeaseConflict(id, held.Holder)
+				s.deps.LeaseConflict(id, held.Holder, held.Expires)
 			}
 			s.refuseFor(ctx, pb.Err(CodeMoved, "the session is active on another node; try again"))
 			return

@@ -25,11 +25,13 @@ type Holder struct {
 	fence   store.Fence
 }
 
-// ErrHeld wraps the error of Acquire while another node holds the lease; Held
-// names that node.
+// ErrHeld wraps the error of Acquire while another node holds the lease:
+// Holder names that node, Expires is when its lease ends unless renewed (by
+// the store's clock).
 type ErrHeld struct {
-	Holder string
-	Err    error
+	Holder  string
+	Expires time.Time
+	Err     error
 }
 
 func (e *ErrHeld) Error() string { return fmt.Sprintf("session lease held by %s: %v", e.Holder, e.Err) }
@@ -40,7 +42,7 @@ func Acquire(ctx context.Context, leaser store.Leaser, session, node string, ttl
 	l, err := leaser.AcquireLease(ctx, session, node, ttl)
 	if err != nil {
 		if errors.Is(err, store.ErrLeaseHeld) {
-			return nil, &ErrHeld{Holder: l.Node, Err: err}
+			return nil, &ErrHeld{Holder: l.Node, Expires: l.Expires, Err: err}
 		}
 		return nil, fmt.Errorf("acquire the lease of session %s: %w", session, err)
 	}
