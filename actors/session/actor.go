@@ -94,6 +94,10 @@ type sessionActor struct {
 	// agent; the commands after them wait in outbox, in order.
 	loading int
 	outbox  []held
+	// waiting are the commands held until the starting agent registers its
+	// domains (waiting.go).
+	waiting []*waitingCommand
+	waitSeq uint64
 }
 
 func newSessionActor(cfg Config) *sessionActor {
@@ -160,10 +164,11 @@ type (
 	fencedOut  struct{ err error }
 )
 
-// Receive routes to the current behaviour, then sends what it emitted to
-// the subscribers as one batch.
+// Receive routes to the current behaviour, settles the commands waiting for
+// the agent, then sends what it emitted to the subscribers as one batch.
 func (s *sessionActor) Receive(ctx actor.Context) {
 	s.behavior.Receive(ctx)
+	s.settleWaiting(ctx)
 	if s.idleCheck {
 		s.idleCheck = false
 		s.armIdle(ctx)
@@ -248,6 +253,8 @@ func (s *sessionActor) live(ctx actor.Context) {
 		s.readyTimedOut(ctx, m)
 	case *imagesRead:
 		s.imagesRead(m)
+	case *commandWaitOver:
+		s.commandWaitOver(ctx, m)
 	case *restartAgent:
 		s.restartAgent(ctx)
 	case *abortGrace:

@@ -139,6 +139,7 @@ func (s *sessionActor) lostLease(ctx actor.Context, err error) {
 		}
 	}
 	s.answerPrompts(ctx, pb.Err(CodeMoved, "the session moved to another node; send the prompt again"))
+	s.refuseWaiting(ctx, pb.Err(CodeMoved, "the session moved to another node; try again"))
 	s.hub.End("moved")
 	s.flush(ctx)
 	s.stopAgent(ctx)

@@ -182,6 +182,7 @@ func (s *sessionActor) stop(ctx actor.Context, m *pb.Stop) {
 		ctx.Respond(&pb.StopResult{Ok: true})
 		ctx.Stop(ctx.Self())
 	case "shutdown", "idle", "moved":
+		s.refuseWaiting(ctx, pb.Err(CodeMoved, "the session stopped here before its agent was ready; try again"))
 		s.sleep(ctx, m.GetReason())
 		s.hub.End(m.GetReason())
 		s.flush(ctx)
@@ -228,6 +229,7 @@ func (s *sessionActor) stopping(ctx actor.Context) {
 	}
 	// Prompts whose record is in flight: it may land, or not, after this.
 	s.answerPrompts(ctx, pb.Err(CodeOutcomeUnknown, "the session stopped before the prompt's record was confirmed: it may or may not be in the transcript"))
+	s.refuseWaiting(ctx, pb.Err(CodeMoved, "the session stopped here before its agent was ready; try again"))
 	s.releaseLease()
 	s.dropScratch(false)
 	s.agent.stopTimer()
@@ -261,7 +263,7 @@ func (s *sessionActor) armIdle(ctx actor.Context) {
 
 // quiet: nobody watches, no turn runs, nothing waits.
 func (s *sessionActor) quiet() bool {
-	return s.hub.Len() == 0 && !s.turns.Busy() && s.turns.Queued() == 0 && s.kv.Pending() == 0 && len(s.prompts) == 0
+	return s.hub.Len() == 0 && !s.turns.Busy() && s.turns.Queued() == 0 && s.kv.Pending() == 0 && len(s.prompts) == 0 && len(s.waiting) == 0
 }
 
 // idle puts a live session nobody uses to sleep.

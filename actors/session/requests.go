@@ -132,7 +132,8 @@ func (s *sessionActor) uiResponse(ctx actor.Context, m *pb.UIResponse) {
 }
 
 // runCommand routes a client's command to its domain actor, which answers
-// the caller directly.
+// the caller directly. While the agent is starting, a command for a domain it
+// has not registered yet waits for it.
 func (s *sessionActor) runCommand(ctx actor.Context, m *pb.RunCommand) {
 	if !s.allowed(m.GetCaller()) {
 		s.refuseCommand(ctx, CodeNotFound, "no such session")
@@ -144,6 +145,12 @@ func (s *sessionActor) runCommand(ctx actor.Context, m *pb.RunCommand) {
 		return
 	}
 	d, ok := s.registered(m.GetDomain())
+	if (!ok || !s.available(d)) && s.agentComing() {
+		// The agent has not registered its domains (again) yet: the command
+		// waits for it rather than fail (settleWaiting).
+		s.waitForAgent(ctx, m)
+		return
+	}
 	if !ok {
 		s.deps.Metrics.Command(proc.CodeSurfaceNotRegistered)
 		ctx.Respond(&pb.CommandResult{Error: pb.Err(proc.CodeSurfaceNotRegistered, notRegistered(m.GetDomain()))})
