@@ -50,6 +50,10 @@ type AgentSpec = session.AgentSpec
 // Limits are the per-session limits.
 type Limits = session.Limits
 
+// IdempotencyLimits bound each surface domain's memory of the commands it
+// applied (Limits.Idempotency).
+type IdempotencyLimits = surface.IdempotencyLimits
+
 // DomainBinding registers a native domain for the sessions of some agents.
 type DomainBinding struct {
 	Domain surface.Domain
@@ -502,8 +506,11 @@ func (r *Runtime) CreateSession(ctx context.Context, o CreateOptions) (string, e
 
 // Request sends a request to a session. In a cluster, a request in flight
 // when this node rejoins as a new member (its old member and directory are
-// gone) is asked again through the new one, within the caller's deadline.
+// gone) is asked again through the new one, within the caller's deadline. A
+// command without an idempotency key gets one of the daemon's own, so that
+// asking again never runs it twice.
 func (r *Runtime) Request(ctx context.Context, id string, msg proto.Message) (proto.Message, error) {
+	msg = session.WithIdempotencyKey(msg)
 	for {
 		d := r.Directory()
 		res, err := d.Request(ctx, id, msg)

@@ -141,6 +141,13 @@ type LimitsSection struct {
 	SessionArtifactBytes Size     `yaml:"session_artifact_bytes"` // all of a session's artifacts (1GiB)
 	ArtifactURLTTL       Duration `yaml:"artifact_url_ttl"`       // a signed artifact URL's lifetime (1h; at most 24h)
 	EndedRetention       Duration `yaml:"ended_retention"`        // ended sessions are deleted after this (0: kept)
+
+	// A surface remembers the results of the commands it applied, by
+	// idempotency key, for this long, up to this many and this many bytes
+	// per surface (10m, 256, 256KiB): a retry is answered with the result.
+	IdempotencyWindow Duration `yaml:"idempotency_window"`
+	IdempotencyKeys   int      `yaml:"idempotency_keys"`
+	IdempotencyBytes  Size     `yaml:"idempotency_bytes"`
 }
 
 // ACPSection configures the ACP mount (file section acp).
@@ -215,6 +222,9 @@ func DefaultLimits() LimitsSection {
 		RestartWindow:      Duration(60 * time.Second),
 		InboxMax:           100,
 		IdleTimeout:        0,
+		IdempotencyWindow:  Duration(10 * time.Minute),
+		IdempotencyKeys:    256,
+		IdempotencyBytes:   256 * KiB,
 		SSEKeepalive:       Duration(15 * time.Second),
 		WSPing:             Duration(25 * time.Second),
 		PromptBytes:        16 * MiB,

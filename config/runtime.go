@@ -157,6 +157,8 @@ func (f *File) SessionLimits() surfaced.Limits {
 		FloodRate:         floodRate,
 		AgentLogLines:     l.AgentLogLines,
 		AgentLogInterval:  time.Duration(l.AgentLogInterval),
+		Idempotency: surfaced.IdempotencyLimits{Window: time.Duration(l.IdempotencyWindow), Keys: l.IdempotencyKeys,
+			Bytes: int(l.IdempotencyBytes)},
 	}
 }
 

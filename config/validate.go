@@ -173,6 +173,9 @@ func (v *validation) limits() {
 	if l.IdleTimeout < 0 {
 		v.add("limits.idle_timeout", "must not be negative (0 means never), got %s", l.IdleTimeout)
 	}
+	positive("idempotency_window", l.IdempotencyWindow)
+	atLeast("idempotency_keys", int64(l.IdempotencyKeys), 1)
+	atLeastSize("idempotency_bytes", l.IdempotencyBytes, 1*KiB)
 	positive("sse_keepalive", l.SSEKeepalive)
 	positive("ws_ping", l.WSPing)
 

@@ -98,6 +98,9 @@ type sessionActor struct {
 	// domains (waiting.go).
 	waiting []*waitingCommand
 	waitSeq uint64
+	// applied holds the stored rows of each domain's memory of applied
+	// commands until the domain's actor is spawned.
+	applied map[string][]store.KV
 }
 
 func newSessionActor(cfg Config) *sessionActor {

@@ -76,6 +76,9 @@ type Limits struct {
 	// summary record (100 per 10 s).
 	AgentLogLines    int
 	AgentLogInterval time.Duration
+	// Idempotency bounds each domain's memory of the commands it applied,
+	// by idempotency key (10 min, 256 keys, 256 KiB).
+	Idempotency surface.IdempotencyLimits
 }
 
 func (l Limits) withDefaults() Limits {

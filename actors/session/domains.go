@@ -136,6 +136,9 @@ func (s *sessionActor) spawnDomain(ctx actor.Context, cfg surface.Config, comman
 	cfg.Logger = s.deps.Logger
 	cfg.Outcome = s.deps.Metrics.Command
 	cfg.Clock = s.clock
+	cfg.Idempotency = s.lim.Idempotency
+	cfg.Applied = s.applied[cfg.Domain]
+	delete(s.applied, cfg.Domain)
 	key := proc.SurfaceKey(cfg.Domain)
 	var rev uint64
 	if e, ok := s.kv.Durable(key); ok {
@@ -174,6 +177,24 @@ func (s *sessionActor) tellDomainsAgent(ctx actor.Context, agent *actor.PID) {
 			}
 		}
 	}
+}
+
+// splitApplied takes the rows of the domains' memories of applied commands
+// out of the session's KV as loaded: they are the domains' (spawnDomain hands
+// each its own), never state a client sees.
+func (s *sessionActor) splitApplied(kvs []store.KV) []store.KV {
+	state := kvs[:0:0]
+	for _, e := range kvs {
+		if domain, ok := surface.IsAppliedKey(e.Key); ok {
+			if s.applied == nil {
+				s.applied = map[string][]store.KV{}
+			}
+			s.applied[domain] = append(s.applied[domain], e)
+			continue
+		}
+		state = append(state, e)
+	}
+	return state
 }
 
 // registered returns a registered domain.

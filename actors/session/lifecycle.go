@@ -55,7 +55,7 @@ func (s *sessionActor) started(ctx actor.Context) {
 		s.refuseFor(ctx, pb.Err(CodeStoreUnavailable, "the session's state could not be read from the store; try again"))
 		return
 	}
-	s.kv.Load(kvs)
+	s.kv.Load(s.splitApplied(kvs))
 	for _, k := range s.kv.Keys() {
 		e, _ := s.kv.Durable(k)
 		s.hub.Seed(pb.StateOf(k, e.Value, e.Rev, e.Deleted), "state:"+k)

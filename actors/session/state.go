@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -14,6 +15,10 @@ import (
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
+
+// ReservedKeyPrefix starts the session KV keys the daemon keeps for itself
+// (the domains' memories of applied commands): an agent may not write them.
+const ReservedKeyPrefix = "surfaced:"
 
 // PrefKey is the form of a key a client (browser or editor) may write:
 // <ns>.<pref>.
@@ -34,8 +39,11 @@ func (s *sessionActor) surfaceLine(ctx actor.Context, typ string, line []byte) {
 				Error: &proc.ErrorBody{Code: proc.CodeSurfaceNotRegistered, Message: notRegistered(c.Domain)}}, false)
 			return
 		}
+		// The agent's id is unique within its process: the key names the
+		// activation (its epoch) and the agent's incarnation too.
+		key := "agent:" + s.hub.Log().Epoch() + "." + strconv.FormatUint(uint64(s.agent.incarnation), 10) + ":" + c.ID
 		ctx.Request(d.pid, &pb.RunCommand{Caller: &pb.Caller{Via: "agent", System: true}, Domain: c.Domain,
-			Action: c.Action, Args: c.Args, Correlation: c.ID})
+			Action: c.Action, Args: c.Args, Correlation: c.ID, IdempotencyKey: key})
 	case proc.TypeSurfaceGet:
 		var g proc.SurfaceGet
 		if err := json.Unmarshal(line, &g); err != nil || g.ID == "" {
@@ -64,6 +72,10 @@ func (s *sessionActor) surfaceLine(ctx actor.Context, typ string, line []byte) {
 		}
 		if strings.HasPrefix(w.Key, proc.SurfaceKeyPrefix) {
 			s.diagnostic("state_refused", fmt.Sprintf("the agent tried to write %q: surface snapshots are written by their domain actor only", w.Key))
+			return
+		}
+		if strings.HasPrefix(w.Key, ReservedKeyPrefix) {
+			s.diagnostic("state_refused", fmt.Sprintf("the agent tried to write %q: keys starting with %q are the daemon's own", w.Key, ReservedKeyPrefix))
 			return
 		}
 		if typ == proc.TypeStateSet && len(w.Value) == 0 {

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/surfaced/surfaced/actors/dispatch"
+	"github.com/surfaced/surfaced/actors/surface/internal/applied"
 	"github.com/surfaced/surfaced/agentproc"
 	"github.com/surfaced/surfaced/internal/clock"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
@@ -55,6 +57,13 @@ type Config struct {
 
 	// Stored is the persisted snapshot and rev of this domain, if any.
 	Stored *store.KV
+	// Applied are the domain's stored rows of its memory of applied
+	// commands (see IsAppliedKey), loaded with the snapshot.
+	Applied []store.KV
+	// Idempotency bounds that memory: a command whose idempotency key the
+	// domain remembers is answered with the remembered result instead of
+	// running again.
+	Idempotency IdempotencyLimits
 
 	// Writer persists committed snapshots. Results and snapshots are released
 	// only once their write is durable; while it says the store cannot be
@@ -79,6 +88,22 @@ type Config struct {
 	// "ok" or the error code (metrics).
 	Outcome func(outcome string)
 }
+
+// IdempotencyLimits bound a domain's memory of applied commands. Zero values
+// take the defaults.
+type IdempotencyLimits struct {
+	// Window is how long a result is remembered (10 min).
+	Window time.Duration
+	// Keys is how many results are remembered (256).
+	Keys int
+	// Bytes bounds the remembered results (256 KiB); a result whose data
+	// alone is over a sixteenth of it is remembered without its data.
+	Bytes int
+}
+
+// IsAppliedKey reports whether key is a row of a domain's memory of applied
+// commands (a reserved session KV key, never shown to clients), and whose.
+func IsAppliedKey(key string) (domain string, ok bool) { return applied.DomainOf(key) }
 
 // Props returns the props of a domain actor; the session spawns it as a child
 // and is its parent: committed snapshots go to the parent as *pb.StateCommitted.
@@ -124,11 +149,36 @@ type domainActor struct {
 	// durable.
 	release []*outcome
 	persist uint64 // sequence of submitted writes
+
+	// applied remembers the results of keyed commands that changed the
+	// state; keys maps the key of each keyed command from its arrival to its
+	// answer, so that a retry arriving meanwhile shares the answer.
+	applied *applied.Memory
+	keys    map[string]*keyed
+}
+
+// asker is who waits for a command's answer: its sender, and its
+// idempotency key (empty: none).
+type asker struct {
+	sender *actor.PID
+	key    string
+}
+
+// keyed is a keyed command between its arrival and its answer.
+type keyed struct {
+	fingerprint string
+	dups        []dup // retries that arrived meanwhile
+}
+
+// dup is a retry of a command still under way.
+type dup struct {
+	sender      *actor.PID
+	correlation string
 }
 
 type pending struct {
 	cmd      *pb.RunCommand
-	sender   *actor.PID
+	to       asker
 	id       string
 	timer    clock.Timer // the settle window (in flight) or the deadline (queued)
 	deadline time.Time   // when the caller stops waiting; zero: never
@@ -139,7 +189,7 @@ type pending struct {
 }
 
 type outcome struct {
-	sender *actor.PID
+	to     asker
 	result *pb.CommandResult
 	commit *pb.StateCommitted
 	wseq   uint64 // the write this outcome waits for (0: none)
@@ -175,10 +225,13 @@ func newDomainActor(cfg Config) *domainActor {
 	if log == nil {
 		log = slog.Default()
 	}
+	lim := cfg.Idempotency
 	return &domainActor{
-		cfg: cfg,
-		key: agentproc.SurfaceKey(cfg.Domain),
-		log: log.With("session", cfg.SessionID, "domain", cfg.Domain),
+		cfg:     cfg,
+		key:     agentproc.SurfaceKey(cfg.Domain),
+		log:     log.With("session", cfg.SessionID, "domain", cfg.Domain),
+		applied: applied.New(cfg.Domain, applied.Limits{Window: lim.Window, Keys: lim.Keys, Bytes: lim.Bytes}),
+		keys:    map[string]*keyed{},
 	}
 }
 
@@ -205,11 +258,35 @@ func (d *domainActor) Receive(ctx actor.Context) {
 
 // command runs a command now, or queues it behind the agent-hosted command
 // in flight. The queue is bounded (past it the command is refused at once),
-// and a command leaves it unrun when its caller has stopped waiting.
+// and a command leaves it unrun when its caller has stopped waiting. A retry
+// of a keyed command is answered with the remembered result once the first
+// attempt changed the state, or shares the first attempt's answer while it
+// is under way; it never runs twice.
 func (d *domainActor) command(ctx actor.Context, m *pb.RunCommand) {
-	p := pending{cmd: m, sender: ctx.Sender(), size: len(m.GetArgs())}
+	p := pending{cmd: m, to: asker{sender: ctx.Sender(), key: m.GetIdempotencyKey()}, size: len(m.GetArgs())}
 	if ms := m.GetDeadlineMs(); ms > 0 {
 		p.deadline = time.UnixMilli(ms)
+	}
+	if key := p.to.key; key != "" {
+		fp := applied.Fingerprint(m.GetAction(), m.GetArgs())
+		if k, ok := d.keys[key]; ok {
+			// Under way (its write may be in flight): the retry shares its
+			// answer, whatever that turns out to be.
+			if k.fingerprint != fp {
+				d.reply(ctx, asker{sender: p.to.sender}, keyReused(m))
+				return
+			}
+			k.dups = append(k.dups, dup{sender: p.to.sender, correlation: m.GetCorrelation()})
+			return
+		}
+		if e, ok := d.applied.Lookup(d.clock().Now(), key); ok {
+			// Answered already, so durable (a failed write forgets its
+			// key): the replay stands whatever happens to the writes in
+			// flight, and is answered at once.
+			d.reply(ctx, asker{sender: p.to.sender}, d.replay(m, e, fp))
+			return
+		}
+		d.keys[key] = &keyed{fingerprint: fp}
 	}
 	if d.dropped(ctx, p) {
 		return
@@ -219,7 +296,7 @@ func (d *domainActor) command(ctx actor.Context, m *pb.RunCommand) {
 		return
 	}
 	if len(d.queue) >= d.cfg.QueueMax || d.queueBytes+p.size > d.cfg.QueueBytes {
-		d.reply(ctx, p.sender, &pb.CommandResult{Correlation: m.GetCorrelation(), Refused: pb.Err(agentproc.CodeQueueFull,
+		d.reply(ctx, p.to, &pb.CommandResult{Correlation: m.GetCorrelation(), Refused: pb.Err(agentproc.CodeQueueFull,
 			fmt.Sprintf("%d commands (%d bytes of args) already wait for surface %q, the limit is %d (%d bytes); try again later",
 				len(d.queue), d.queueBytes, d.cfg.Domain, d.cfg.QueueMax, d.cfg.QueueBytes))})
 		return
@@ -242,11 +319,11 @@ func (d *domainActor) command(ctx actor.Context, m *pb.RunCommand) {
 func (d *domainActor) dropped(ctx actor.Context, p pending) bool {
 	switch {
 	case !p.deadline.IsZero() && !d.clock().Now().Before(p.deadline):
-		d.reply(ctx, p.sender, d.result(p.cmd, Fail(agentproc.CodeTimeout,
+		d.reply(ctx, p.to, d.result(p.cmd, Fail(agentproc.CodeTimeout,
 			"the command's deadline passed before it could run; it was not run")))
 		return true
-	case callerGone(ctx.ActorSystem(), p.sender):
-		d.reply(ctx, p.sender, d.result(p.cmd, Fail(agentproc.CodeCancelled,
+	case callerGone(ctx.ActorSystem(), p.to.sender):
+		d.reply(ctx, p.to, d.result(p.cmd, Fail(agentproc.CodeCancelled,
 			"the caller stopped waiting before the command ran; it was not run")))
 		return true
 	}
@@ -276,6 +353,28 @@ func (d *domainActor) queueExpired(ctx actor.Context, m *queueExpired) {
 			return
 		}
 	}
+}
+
+// CodeKeyReused answers a command whose idempotency key an earlier, different
+// command (another action or other args) used.
+const CodeKeyReused = "idempotency_key_reused"
+
+func keyReused(m *pb.RunCommand) *pb.CommandResult {
+	return &pb.CommandResult{Correlation: m.GetCorrelation(), Refused: pb.Err(CodeKeyReused,
+		"this idempotency key was used for another command (another action or other args) in this surface; use a new key")}
+}
+
+// replay answers a retry of an applied command with its remembered result.
+func (d *domainActor) replay(m *pb.RunCommand, e applied.Entry, fp string) *pb.CommandResult {
+	if e.Fingerprint != fp {
+		return keyReused(m)
+	}
+	res := &pb.CommandResult{Ok: e.OK, Data: e.Data, Rev: e.Rev, Correlation: m.GetCorrelation(), Replayed: true}
+	if !e.OK {
+		res.Data = nil
+		res.Error = &pb.Error{Code: e.Code, Message: e.Message}
+	}
+	return res
 }
 
 func (d *domainActor) agentAvailable(ctx actor.Context, m *pb.AgentAvailable) {
@@ -359,6 +458,10 @@ func (d *domainActor) persisted(ctx actor.Context, m *persisted) {
 func (d *domainActor) rollBack(ctx actor.Context, i int, err error) {
 	for k, o := range d.release[i:] {
 		o.commit = nil
+		if o.to.key != "" {
+			// Not applied: a retry with its key runs it.
+			d.applied.Forget(o.to.key)
+		}
 		switch {
 		case k == 0 || o.wseq == 0:
 			// The failed write; or a command that wrote nothing, answered
@@ -410,12 +513,12 @@ func (d *domainActor) stopping(ctx actor.Context) {
 		if p.timer != nil {
 			p.timer.Stop()
 		}
-		d.reply(ctx, p.sender, d.result(p.cmd, surfaceFail(agentproc.CodeAgentUnavailable, "the session is stopping")))
+		d.reply(ctx, p.to, d.result(p.cmd, surfaceFail(agentproc.CodeAgentUnavailable, "the session is stopping")))
 	}
 	d.queue, d.queueBytes = nil, 0
 	if d.inflight != nil {
 		d.inflight.timer.Stop()
-		d.reply(ctx, d.inflight.sender, d.result(d.inflight.cmd, surfaceFail(agentproc.CodeAgentUnavailable, "the session is stopping")))
+		d.reply(ctx, d.inflight.to, d.result(d.inflight.cmd, surfaceFail(agentproc.CodeAgentUnavailable, "the session is stopping")))
 		d.inflight = nil
 	}
 }
@@ -444,6 +547,8 @@ func (d *domainActor) clock() clock.Clock {
 }
 
 func (d *domainActor) start(ctx actor.Context) {
+	d.applied.Load(d.clock().Now(), d.cfg.Applied)
+	d.cfg.Applied = nil
 	var stored json.RawMessage
 	if kv := d.cfg.Stored; kv != nil && !kv.Deleted && kv.Value != nil {
 		stored = kv.Value
@@ -493,7 +598,7 @@ func (d *domainActor) start(ctx actor.Context) {
 	// too, so it counts as durable at the rev before its first write (a
 	// failed first write loses nothing).
 	d.state, d.durable, d.durableRev = initial, initial, d.rev
-	d.commit(ctx, initial, nil, nil)
+	d.commit(ctx, initial, asker{}, nil)
 }
 
 func (d *domainActor) result(cmd *pb.RunCommand, r Result) *pb.CommandResult {
@@ -512,41 +617,41 @@ func (d *domainActor) result(cmd *pb.RunCommand, r Result) *pb.CommandResult {
 func (d *domainActor) run(ctx actor.Context, p pending) {
 	cmd := p.cmd
 	if cmd.GetAction() == agentproc.SurfaceKey(d.cfg.Domain) {
-		d.respondAfterWrites(ctx, p.sender, d.result(cmd, Result{OK: true}))
+		d.respondAfterWrites(ctx, p.to, d.result(cmd, Result{OK: true}))
 		return
 	}
 	if w := d.cfg.Writer; w != nil && !w.Available() {
 		// Refused before anything is applied: a change the store cannot
 		// take now would only be rolled back.
-		d.respondAfterWrites(ctx, p.sender, &pb.CommandResult{Correlation: cmd.GetCorrelation(),
+		d.respondAfterWrites(ctx, p.to, &pb.CommandResult{Correlation: cmd.GetCorrelation(),
 			Refused: pb.Err(agentproc.CodeStoreUnavailable, "the store cannot be written now; the command was not applied, try again")})
 		return
 	}
 	switch d.cfg.Hosted {
 	case HostedNative:
 		if d.native == nil {
-			d.respondAfterWrites(ctx, p.sender, d.result(cmd, Fail(agentproc.CodeDispatchFailed, "the domain failed to start")))
+			d.respondAfterWrites(ctx, p.to, d.result(cmd, Fail(agentproc.CodeDispatchFailed, "the domain failed to start")))
 			return
 		}
 		res, changed := d.native.Dispatch(cmd.GetAction(), cmd.GetArgs())
 		if !changed {
-			d.respondAfterWrites(ctx, p.sender, d.result(cmd, res))
+			d.respondAfterWrites(ctx, p.to, d.result(cmd, res))
 			return
 		}
 		snap, err := d.native.Snapshot()
 		if err != nil {
-			d.respondAfterWrites(ctx, p.sender, d.result(cmd, Fail(agentproc.CodeDispatchFailed, err.Error())))
+			d.respondAfterWrites(ctx, p.to, d.result(cmd, Fail(agentproc.CodeDispatchFailed, err.Error())))
 			return
 		}
-		d.commit(ctx, snap, p.sender, d.result(cmd, res))
+		d.commit(ctx, snap, p.to, d.result(cmd, res))
 	case HostedAgent:
 		if !d.declared(cmd.GetAction()) {
-			d.respondAfterWrites(ctx, p.sender, d.result(cmd, Fail(agentproc.CodeUnknownAction,
+			d.respondAfterWrites(ctx, p.to, d.result(cmd, Fail(agentproc.CodeUnknownAction,
 				fmt.Sprintf("surface %q has no command %q", d.cfg.Domain, cmd.GetAction()))))
 			return
 		}
 		if d.agent == nil {
-			d.respondAfterWrites(ctx, p.sender, d.result(cmd, Fail(agentproc.CodeAgentUnavailable,
+			d.respondAfterWrites(ctx, p.to, d.result(cmd, Fail(agentproc.CodeAgentUnavailable,
 				"the agent that hosts this surface is not running")))
 			return
 		}
@@ -570,7 +675,7 @@ func (d *domainActor) run(ctx actor.Context, p pending) {
 			Action: cmd.GetAction(), Args: args, State: d.state, Rev: d.rev, Deadline: &at,
 		})
 		if err != nil {
-			d.respondAfterWrites(ctx, p.sender, d.result(cmd, Fail(agentproc.CodeInvalidArgs, "the args are not JSON")))
+			d.respondAfterWrites(ctx, p.to, d.result(cmd, Fail(agentproc.CodeInvalidArgs, "the args are not JSON")))
 			return
 		}
 		self := ctx.Self()
@@ -602,12 +707,12 @@ func (d *domainActor) finishDispatch(ctx actor.Context, res Result, state json.R
 	case p.epoch != d.epoch:
 		// The agent computed on a state that was rolled back meanwhile (its
 		// write failed): its answer is not applied.
-		d.respondAfterWrites(ctx, p.sender, &pb.CommandResult{Correlation: p.cmd.GetCorrelation(),
+		d.respondAfterWrites(ctx, p.to, &pb.CommandResult{Correlation: p.cmd.GetCorrelation(),
 			Refused: pb.Err(agentproc.CodeStoreUnavailable, "the store could not be written; the command was not applied")})
 	case state != nil:
-		d.commit(ctx, state, p.sender, d.result(p.cmd, res))
+		d.commit(ctx, state, p.to, d.result(p.cmd, res))
 	default:
-		d.respondAfterWrites(ctx, p.sender, d.result(p.cmd, res))
+		d.respondAfterWrites(ctx, p.to, d.result(p.cmd, res))
 	}
 	for d.inflight == nil && len(d.queue) > 0 {
 		next := d.queue[0]
@@ -625,14 +730,16 @@ func (d *domainActor) finishDispatch(ctx actor.Context, res Result, state json.R
 }
 
 // commit assigns the next rev to snap, persists it, and releases the result
-// and the snapshot once the write is durable (see persisted).
-func (d *domainActor) commit(ctx actor.Context, snap json.RawMessage, sender *actor.PID, res *pb.CommandResult) {
+// and the snapshot once the write is durable (see persisted). A keyed
+// command's result is remembered as applied, durably: its row goes in the
+// same write as the snapshot, and a failed write forgets it (rollBack).
+func (d *domainActor) commit(ctx actor.Context, snap json.RawMessage, to asker, res *pb.CommandResult) {
 	if len(snap) > d.cfg.MaxSnapshot {
 		if res != nil {
 			res = &pb.CommandResult{Correlation: res.Correlation, Error: &pb.Error{Code: agentproc.CodeDispatchFailed,
 				Message: fmt.Sprintf("the new snapshot is %d bytes, over the %d-byte limit; keep large payloads in artifacts", len(snap), d.cfg.MaxSnapshot)}}
 		}
-		d.respondAfterWrites(ctx, sender, res)
+		d.respondAfterWrites(ctx, to, res)
 		return
 	}
 	d.rev = max(d.rev, d.revFloor) + 1
@@ -643,7 +750,7 @@ func (d *domainActor) commit(ctx actor.Context, snap json.RawMessage, sender *ac
 	d.persist++
 	wseq, rev := d.persist, d.rev
 	d.release = append(d.release, &outcome{
-		sender: sender, result: res, wseq: wseq,
+		to: to, result: res, wseq: wseq,
 		commit: &pb.StateCommitted{Key: d.key, Value: snap, Rev: rev},
 	})
 	op := store.Op{
@@ -652,6 +759,18 @@ func (d *domainActor) commit(ctx actor.Context, snap json.RawMessage, sender *ac
 		KV:        []store.KV{{Key: d.key, Value: snap, Rev: rev}},
 		Chain:     d.key,
 		Epoch:     d.epoch,
+	}
+	if k := d.keys[to.key]; k != nil && res != nil {
+		now := d.clock().Now()
+		e := applied.Entry{Key: to.key, Fingerprint: k.fingerprint, At: now.UnixMilli(), Rev: rev, OK: res.GetOk(), Data: res.GetData()}
+		if !res.GetOk() {
+			e.Code, e.Message = res.GetError().GetCode(), res.GetError().GetMessage()
+		}
+		if row, err := d.applied.Remember(now, e); err != nil {
+			d.log.Error("the command's result cannot be remembered; a retry would run it again", "rev", rev, "err", err)
+		} else {
+			op.KV = append(op.KV, row)
+		}
 	}
 	if done, err := submit(ctx, d.cfg.Writer, op, func(err error) *persisted { return &persisted{wseq: wseq, rev: rev, err: err} }); done {
 		// Written before Submit returned (an in-memory store): release now
@@ -686,12 +805,12 @@ func submit[M any](ctx actor.Context, w *store.Writer, op store.Op, msg func(err
 
 // respondAfterWrites answers a command that changed nothing, after the results
 // of earlier commands (whose writes may still be in flight).
-func (d *domainActor) respondAfterWrites(ctx actor.Context, sender *actor.PID, res *pb.CommandResult) {
+func (d *domainActor) respondAfterWrites(ctx actor.Context, to asker, res *pb.CommandResult) {
 	if len(d.release) == 0 {
-		d.reply(ctx, sender, res)
+		d.reply(ctx, to, res)
 		return
 	}
-	d.release = append(d.release, &outcome{sender: sender, result: res, done: true})
+	d.release = append(d.release, &outcome{to: to, result: res, done: true})
 }
 
 func (d *domainActor) flush(ctx actor.Context) {
@@ -703,7 +822,7 @@ func (d *domainActor) flush(ctx actor.Context) {
 		if o.commit != nil {
 			ctx.Send(ctx.Parent(), o.commit)
 		}
-		d.reply(ctx, o.sender, o.result)
+		d.reply(ctx, o.to, o.result)
 		n++
 	}
 	if n > 0 {
@@ -715,15 +834,32 @@ func (d *domainActor) flush(ctx actor.Context) {
 	}
 }
 
-func (d *domainActor) reply(ctx actor.Context, to *actor.PID, res *pb.CommandResult) {
+// reply answers a command, and the retries of it that arrived while it was
+// under way.
+func (d *domainActor) reply(ctx actor.Context, to asker, res *pb.CommandResult) {
 	if res == nil {
 		return
 	}
 	if d.cfg.Outcome != nil {
 		d.cfg.Outcome(Outcome(res))
 	}
-	if to != nil {
-		ctx.Send(to, res)
+	if to.sender != nil {
+		ctx.Send(to.sender, res)
+	}
+	k := d.keys[to.key]
+	if k == nil {
+		return
+	}
+	delete(d.keys, to.key)
+	for _, dp := range k.dups {
+		r := proto.Clone(res).(*pb.CommandResult)
+		r.Correlation, r.Replayed = dp.correlation, true
+		if d.cfg.Outcome != nil {
+			d.cfg.Outcome(Outcome(r))
+		}
+		if dp.sender != nil {
+			ctx.Send(dp.sender, r)
+		}
 	}
 }
 
