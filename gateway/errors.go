@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/surfaced/surfaced/actors/session"
+	"github.com/surfaced/surfaced/actors/surface"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -53,6 +54,8 @@ func statusOf(code string) int {
 		return http.StatusServiceUnavailable
 	case session.CodeOutcomeUnknown:
 		return http.StatusGatewayTimeout
+	case surface.CodeKeyReused:
+		return http.StatusUnprocessableEntity
 	default:
 		return http.StatusInternalServerError
 	}

@@ -357,25 +357,39 @@ func (s *Server) runCommand(c echo.Context) error {
 	var body struct {
 		Args json.RawMessage `json:"args"`
 	}
-	if err := decodeBody(c, s.lim.BodyBytes, &body); err != nil {
-		return err
-	}
-	res, err := s.ask(c, &pb.RunCommand{Caller: s.caller(c), Domain: c.Param("domain"), Action: c.Param("action"), Args: body.Args})
+	key, err := idempotencyKey(c)
 	if err != nil {
 		return err
 	}
-	return writeCommandResult(c, res.(*pb.CommandResult))
+	if err := decodeBody(c, s.lim.BodyBytes, &body); err != nil {
+		return err
+	}
+	res, err := s.ask(c, &pb.RunCommand{Caller: s.caller(c), Domain: c.Param("domain"), Action: c.Param("action"), Args: body.Args,
+		IdempotencyKey: key})
+	if err != nil {
+		return err
+	}
+	r := res.(*pb.CommandResult)
+	if r.GetReplayed() {
+		c.Response().Header().Set(HeaderIdempotentReplayed, "true")
+	}
+	return writeCommandResult(c, r)
 }
 
 func commandJSON(r *pb.CommandResult) map[string]any {
+	var out map[string]any
 	if r.GetOk() {
-		out := map[string]any{"ok": true}
+		out = map[string]any{"ok": true}
 		if len(r.GetData()) > 0 {
 			out["data"] = json.RawMessage(r.GetData())
 		}
-		return out
+	} else {
+		out = map[string]any{"ok": false, "error": map[string]string{"code": r.GetError().GetCode(), "message": r.GetError().GetMessage()}}
 	}
-	return map[string]any{"ok": false, "error": map[string]string{"code": r.GetError().GetCode(), "message": r.GetError().GetMessage()}}
+	if r.GetReplayed() {
+		out["replayed"] = true
+	}
+	return out
 }
 
 func writeCommandResult(c echo.Context, r *pb.CommandResult) error {

@@ -9,6 +9,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
 
+	"github.com/surfaced/surfaced/actors/session"
 	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/internal/delivery"
 	"github.com/surfaced/surfaced/internal/wire"
@@ -149,6 +150,7 @@ func (s *Server) wsRead(ctx context.Context, conn *websocket.Conn, st *stream, c
 	_ = conn.SetReadDeadline(time.Now().Add(deadline))
 	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(deadline)) })
 	sem := make(chan struct{}, s.lim.WSInflight)
+	connName := session.NewID() // request ids are unique within a connection only
 	for {
 		typ, data, err := conn.ReadMessage()
 		if err != nil {
@@ -177,7 +179,7 @@ func (s *Server) wsRead(ctx context.Context, conn *websocket.Conn, st *stream, c
 		}
 		go func(req wsRequest) {
 			defer func() { <-sem }()
-			fields, ok, err := s.wsHandle(ctx, st.id, caller, &req)
+			fields, ok, err := s.wsHandle(ctx, st.id, connName, caller, &req)
 			st.q.PushRaw(wsReply(req.ID, ok, fields, err))
 		}(req)
 	}

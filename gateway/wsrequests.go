@@ -26,6 +26,10 @@ type wsRequest struct {
 	UIID      *string         `json:"uiId"`
 	Confirmed *bool           `json:"confirmed"`
 	Cancelled *bool           `json:"cancelled"`
+
+	// IdempotencyKey is a command's key across connections; without it the
+	// request id is the key, within this connection.
+	IdempotencyKey *string `json:"idempotencyKey"`
 }
 
 // wsReply encodes the reply event of a request.
@@ -63,19 +67,21 @@ func (s *Server) wsAsk(ctx context.Context, id string, msg proto.Message) (proto
 // wsHandle runs one request; the returned fields join the reply. ok is
 // false with a nil error for a command that ran and failed: its result says
 // why, as over HTTP. An error is the request's own failure.
-func (s *Server) wsHandle(ctx context.Context, id string, caller *pb.Caller, r *wsRequest) (fields map[string]any, ok bool, err error) {
+// conn names the connection: a request id is a command's idempotency key
+// within it.
+func (s *Server) wsHandle(ctx context.Context, id, conn string, caller *pb.Caller, r *wsRequest) (fields map[string]any, ok bool, err error) {
 	if r.Type == nil {
 		return nil, false, fieldErr("type", "type is required: command, prompt, abort, state or ui-response")
 	}
 	if *r.Type == "command" {
-		return s.wsCommand(ctx, id, caller, r)
+		return s.wsCommand(ctx, id, conn, caller, r)
 	}
 	fields, err = s.wsRequest(ctx, id, caller, r)
 	return fields, err == nil, err
 }
 
 // wsCommand runs a surface command: ok is the command's own.
-func (s *Server) wsCommand(ctx context.Context, id string, caller *pb.Caller, r *wsRequest) (map[string]any, bool, error) {
+func (s *Server) wsCommand(ctx context.Context, id, conn string, caller *pb.Caller, r *wsRequest) (map[string]any, bool, error) {
 	str := func(p *string) string {
 		if p == nil {
 			return ""
@@ -88,7 +94,16 @@ func (s *Server) wsCommand(ctx context.Context, id string, caller *pb.Caller, r 
 	if str(r.Action) == "" {
 		return nil, false, fieldErr("action", "action is required")
 	}
-	res, err := s.wsAsk(ctx, id, &pb.RunCommand{Caller: caller, Domain: *r.Domain, Action: *r.Action, Args: r.Args})
+	key := wsKeyPrefix + conn + ":" + *r.ID
+	if r.IdempotencyKey != nil {
+		if err := checkIdempotencyKey(*r.IdempotencyKey); err != nil {
+			ae := err.(*APIError)
+			ae.Fields = []string{"idempotencyKey"}
+			return nil, false, ae
+		}
+		key = clientKeyPrefix + *r.IdempotencyKey
+	}
+	res, err := s.wsAsk(ctx, id, &pb.RunCommand{Caller: caller, Domain: *r.Domain, Action: *r.Action, Args: r.Args, IdempotencyKey: key})
 	if err != nil {
 		return nil, false, err
 	}
