@@ -212,7 +212,7 @@ func (s *Server) routes() {
 			return apiErr(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
 		}
 		if !s.rt.Ready() {
-			return apiErr(http.StatusServiceUnavailable, "not_ready", "this node is not in the cluster right now (rejoining)")
+			return apiErr(http.StatusServiceUnavailable, "not_ready", "this node is out of step with the cluster right now (rejoining, or leaving)")
 		}
 		if h := s.rt.StoreHealth(); !h.Available {
 			return storeUnavailable(fmt.Sprintf("the store cannot be written (since %s): %v", h.Since.UTC().Format(time.RFC3339), h.Err))
