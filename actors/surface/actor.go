@@ -155,6 +155,11 @@ type domainActor struct {
 	// answer, so that a retry arriving meanwhile shares the answer.
 	applied *applied.Memory
 	keys    map[string]*keyed
+	// vacated are the memory's slots whose rows a rolled-back write may
+	// have put in the store (its outcome unknown) for a result the memory
+	// forgot: the next writes rewrite them as the memory has them, until
+	// one is durable. By slot: the write count when it was vacated.
+	vacated map[int]uint64
 }
 
 // asker is who waits for a command's answer: its sender, and its
@@ -194,6 +199,10 @@ type outcome struct {
 	commit *pb.StateCommitted
 	wseq   uint64 // the write this outcome waits for (0: none)
 	done   bool
+	// slot is the memory slot (+1) of the row its write carries (0: none);
+	// rewrites are the vacated slots it rewrites.
+	slot     int
+	rewrites []int
 	// rolledBack: refused with an earlier write that failed; its own
 	// write's answer (aborted unsent, or sent in the same call) says how.
 	rolledBack bool
@@ -232,6 +241,7 @@ func newDomainActor(cfg Config) *domainActor {
 		log:     log.With("session", cfg.SessionID, "domain", cfg.Domain),
 		applied: applied.New(cfg.Domain, applied.Limits{Window: lim.Window, Keys: lim.Keys, Bytes: lim.Bytes}),
 		keys:    map[string]*keyed{},
+		vacated: map[int]uint64{},
 	}
 }
 
@@ -440,6 +450,11 @@ func (d *domainActor) persisted(ctx actor.Context, m *persisted) {
 		o := d.release[i]
 		o.done = true
 		d.durable, d.durableRev = o.commit.GetValue(), o.commit.GetRev()
+		for _, slot := range o.rewrites {
+			if d.vacated[slot] < o.wseq {
+				delete(d.vacated, slot)
+			}
+		}
 		d.flush(ctx)
 		return
 	}
@@ -461,6 +476,11 @@ func (d *domainActor) rollBack(ctx actor.Context, i int, err error) {
 		if o.to.key != "" {
 			// Not applied: a retry with its key runs it.
 			d.applied.Forget(o.to.key)
+		}
+		if o.slot > 0 {
+			// Its row may have landed all the same (an unknown outcome, or
+			// a write already sent): the next write rewrites the slot.
+			d.vacated[o.slot-1] = d.persist
 		}
 		switch {
 		case k == 0 || o.wseq == 0:
@@ -749,10 +769,11 @@ func (d *domainActor) commit(ctx actor.Context, snap json.RawMessage, to asker, 
 	}
 	d.persist++
 	wseq, rev := d.persist, d.rev
-	d.release = append(d.release, &outcome{
+	o := &outcome{
 		to: to, result: res, wseq: wseq,
 		commit: &pb.StateCommitted{Key: d.key, Value: snap, Rev: rev},
-	})
+	}
+	d.release = append(d.release, o)
 	op := store.Op{
 		SessionID: d.cfg.SessionID,
 		Fence:     d.cfg.Fence,
@@ -770,7 +791,21 @@ func (d *domainActor) commit(ctx actor.Context, snap json.RawMessage, to asker, 
 			d.log.Error("the command's result cannot be remembered; a retry would run it again", "rev", rev, "err", err)
 		} else {
 			op.KV = append(op.KV, row)
+			o.slot = d.applied.Slot(rev) + 1
 		}
+	}
+	for slot := range d.vacated {
+		if slot == o.slot-1 {
+			o.rewrites = append(o.rewrites, slot) // this write's own row overwrites it
+			continue
+		}
+		row, err := d.applied.Row(slot, rev)
+		if err != nil {
+			d.log.Error("a slot of the memory of applied commands cannot be rewritten", "rev", rev, "slot", slot, "err", err)
+			continue
+		}
+		op.KV = append(op.KV, row)
+		o.rewrites = append(o.rewrites, slot)
 	}
 	if done, err := submit(ctx, d.cfg.Writer, op, func(err error) *persisted { return &persisted{wseq: wseq, rev: rev, err: err} }); done {
 		// Written before Submit returned (an in-memory store): release now

@@ -2,8 +2,10 @@ package surface_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,5 +114,78 @@ func TestDomainRemembersOnlyWhatTheStoreHas(t *testing.T) {
 	}
 	if r := result(t, again.sendKeyed("add", "new")); r.GetReplayed() || n(t, r) != 5 || r.GetRev() != lastRev+1 {
 		t.Fatalf("a new command after the restart: %v, want count 5 at rev %d", r, lastRev+1)
+	}
+}
+
+// landsUnknown is a real store whose KV writes, while armed, land and then
+// answer that their outcome is unknown: what a connection lost with the
+// commit in flight does.
+type landsUnknown struct {
+	store.Store
+	armed atomic.Bool
+}
+
+func (s *landsUnknown) PutKV(ctx context.Context, sessionID string, fence store.Fence, entries []store.KV) error {
+	if err := s.Store.PutKV(ctx, sessionID, fence, entries); err != nil || !s.armed.Load() {
+		return err
+	}
+	return fmt.Errorf("put kv: the connection was lost with the commit in flight: %w", store.ErrOutcomeUnknown)
+}
+
+// A command whose write landed but was answered as of unknown outcome is
+// forgotten by the domain, which rolls back; the store must not remember it
+// either once the domain has moved on without it: the next write rewrites
+// its row's slot, so a retry after a restart from the store runs the
+// command (its change is not in the state) instead of answering ok.
+func TestDomainRewritesTheRowOfAnUnknownWrite(t *testing.T) {
+	ctx := context.Background()
+	sq, err := sqlite.Open(ctx, t.TempDir(), sqlite.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sq.Close()
+	st := &landsUnknown{Store: sq}
+	if err := st.CreateSession(ctx, store.Session{ID: "s", Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	w := store.NewWriter(st, 2, slog.New(slog.DiscardHandler), store.WithRetryWindow(200*time.Millisecond),
+		store.WithProbe(20*time.Millisecond, 100*time.Millisecond, time.Second))
+	defer w.Close()
+	cfg := surface.Config{SessionID: "s", Domain: "counter", Hosted: surface.HostedNative, Native: counter(), Writer: w,
+		Logger: slog.New(slog.DiscardHandler)}
+	h := startDomain(t, cfg)
+	if r := result(t, h.sendKeyed("add", "k1")); n(t, r) != 1 {
+		t.Fatalf("k1: %v", r)
+	}
+
+	st.armed.Store(true)
+	if r := result(t, h.sendKeyed("add", "k2")); r.GetRefused().GetCode() != agentproc.CodeOutcomeUnknown {
+		t.Fatalf("k2 under the fault: %v, want refused outcome_unknown", r)
+	}
+	st.armed.Store(false)
+	testkit.Eventually(t, 10*time.Second, w.Available, "the store to be available again")
+	r := result(t, h.sendKeyed("add", "k3"))
+	if n(t, r) != 2 {
+		t.Fatalf("k3 after the fault: %v, want count 2 (k2 was rolled back)", r)
+	}
+
+	kvs, err := st.LoadKV(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Stored, cfg.Applied = nil, nil
+	for _, kv := range kvs {
+		if _, ok := surface.IsAppliedKey(kv.Key); ok {
+			cfg.Applied = append(cfg.Applied, kv)
+		} else {
+			cfg.Stored = &kv
+		}
+	}
+	again := startDomain(t, cfg)
+	if r := result(t, again.sendKeyed("add", "k2")); r.GetReplayed() || n(t, r) != 3 {
+		t.Fatalf("k2 sent again after a restart from the store: %v, want it run (count 3), not replayed", r)
+	}
+	if r := result(t, again.sendKeyed("add", "k3")); !r.GetReplayed() || n(t, r) != 2 {
+		t.Fatalf("k3 sent again after a restart: %v, want its result (count 2, replayed)", r)
 	}
 }

@@ -150,7 +150,30 @@ func (m *Memory) Remember(now time.Time, e Entry) (store.KV, error) {
 	}
 	m.add(&e)
 	m.expire(now)
-	return store.KV{Key: RowKey(m.domain, int(e.Rev%uint64(m.lim.Keys))), Value: value, Rev: e.Rev}, nil
+	return store.KV{Key: RowKey(m.domain, m.Slot(e.Rev)), Value: value, Rev: e.Rev}, nil
+}
+
+// Slot is the slot of the row of a result applied at rev.
+func (m *Memory) Slot(rev uint64) int { return int(rev % uint64(m.lim.Keys)) }
+
+// Row returns slot's row as the memory has it, to be written at rev: the
+// result remembered in the slot, or a tombstone when none is. A domain
+// rewrites the slot of a result it forgot whose write may have landed (its
+// outcome was unknown), so that the store never remembers a command the
+// domain's state does not hold.
+func (m *Memory) Row(slot int, rev uint64) (store.KV, error) {
+	key := RowKey(m.domain, slot)
+	for _, e := range m.order {
+		if m.Slot(e.Rev) != slot {
+			continue
+		}
+		value, err := json.Marshal(e)
+		if err != nil {
+			return store.KV{}, fmt.Errorf("applied: encode the result of %q: %w", e.Key, err)
+		}
+		return store.KV{Key: key, Value: value, Rev: rev}, nil
+	}
+	return store.KV{Key: key, Rev: rev, Deleted: true}, nil
 }
 
 // Forget drops the result remembered for key: its write failed, so the
@@ -201,6 +224,15 @@ func cmpUint(a, b uint64) int {
 
 func (m *Memory) add(e *Entry) {
 	m.Forget(e.Key)
+	// The row of e overwrites its slot's: what the slot held is gone from
+	// the store, so it is gone from the memory too.
+	slot := m.Slot(e.Rev)
+	for _, x := range m.order {
+		if m.Slot(x.Rev) == slot {
+			m.Forget(x.Key)
+			break
+		}
+	}
 	m.byKey[e.Key] = e
 	m.order = append(m.order, e)
 	m.bytes += e.size()

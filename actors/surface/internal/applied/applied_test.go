@@ -195,3 +195,40 @@ func TestKeys(t *testing.T) {
 		t.Fatalf("fingerprints collide")
 	}
 }
+
+// A slot holds one result in the store, so in the memory too; Row rewrites
+// a slot as the memory has it, a tombstone when it holds nothing.
+func TestSlotRows(t *testing.T) {
+	m := New("demo", Limits{Keys: 4})
+	if _, err := m.Remember(t0, entry("k3", 3, t0)); err != nil {
+		t.Fatal(err)
+	}
+	row, err := m.Remember(t0, entry("k7", 7, t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Key != RowKey("demo", 3) {
+		t.Fatalf("k7's row %q, want slot 3's", row.Key)
+	}
+	if _, ok := m.Lookup(t0, "k3"); ok {
+		t.Fatalf("k3 remembered after k7's row overwrote its slot")
+	}
+	r, err := m.Row(3, 9)
+	if err != nil || r.Deleted || r.Rev != 9 || r.Key != RowKey("demo", 3) {
+		t.Fatalf("slot 3 rewritten: %+v %v", r, err)
+	}
+	var e Entry
+	if err := json.Unmarshal(r.Value, &e); err != nil || e.Key != "k7" || e.Rev != 7 {
+		t.Fatalf("slot 3 rewritten with %s (%v), want k7's result at rev 7", r.Value, err)
+	}
+	m.Forget("k7")
+	if r, err := m.Row(3, 10); err != nil || !r.Deleted || r.Rev != 10 || r.Value != nil {
+		t.Fatalf("an empty slot rewritten: %+v %v, want a tombstone at rev 10", r, err)
+	}
+	// A tombstone loads as nothing.
+	m2 := New("demo", Limits{Keys: 4})
+	m2.Load(t0, []store.KV{{Key: RowKey("demo", 3), Rev: 10, Deleted: true}})
+	if m2.Len() != 0 {
+		t.Fatalf("%d entries loaded", m2.Len())
+	}
+}
