@@ -118,6 +118,7 @@ func (r *Runtime) startCluster() error {
 	r.deps.Leaser = leaser
 	r.deps.LeaseTTL = cc.LeaseTTL
 	r.deps.LeaseConflict = r.leaseConflict
+	r.deps.Owns = r.ownsSession
 	node, err := r.joinCluster(cc)
 	if err != nil {
 		return err
@@ -346,6 +347,19 @@ func (r *Runtime) ClusterMembers() []string {
 		return nil
 	}
 	return n.dir.Members()
+}
+
+// ownsSession reports whether this node is where the cluster places the
+// session, in its own view of the members (true while that cannot be told).
+func (r *Runtime) ownsSession(sessionID string) bool {
+	r.swap.RLock()
+	n := r.node
+	r.swap.RUnlock()
+	if n == nil {
+		return true
+	}
+	owner := n.dir.Owner(sessionID)
+	return owner == "" || owner == n.sys.Address()
 }
 
 // leaseConflict records a session placed here whose lease holder holds

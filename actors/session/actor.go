@@ -81,6 +81,9 @@ type sessionActor struct {
 	// Cluster: the lease this activation writes under, and its renewal.
 	lease      *lease.Holder
 	leaseTimer clock.Timer
+	// stray counts the lease renewals in a row that found the session
+	// placed on another node (lease.go).
+	stray int
 	// refusal is why a refusing activation cannot serve.
 	refusal *pb.Error
 	// activated: the session was loaded and counted (Started or ClusterInit).

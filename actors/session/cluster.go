@@ -48,6 +48,7 @@ type Cluster struct {
 	mu      sync.Mutex
 	gone    map[string]chan struct{} // member address -> closed when it leaves
 	members []string                 // addresses of the members in the topology now
+	owners  *cluster.Rendezvous      // places sessions on those members
 	sub     *eventstreamSub
 
 	closed    chan struct{} // closed by Close
@@ -86,7 +87,10 @@ func NewCluster(c *cluster.Cluster, log *slog.Logger) *Cluster {
 	// before the subscription. A topology that came since is newer.
 	d.mu.Lock()
 	if d.members == nil {
-		d.members = addresses(c.MemberList.Members().Members())
+		ms := c.MemberList.Members().Members()
+		d.members = addresses(ms)
+		d.owners = cluster.NewRendezvous()
+		d.owners.UpdateMembers(ms)
 	}
 	d.mu.Unlock()
 	return d
@@ -110,6 +114,18 @@ func (d *Cluster) HasMember(addr string) bool {
 	return slices.Contains(d.members, addr)
 }
 
+// Owner returns the address of the member the cluster places session id on,
+// in this member's current view of the topology ("" when no member hosts
+// sessions): the same rendezvous hash the placement uses.
+func (d *Cluster) Owner(id string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.owners == nil {
+		return ""
+	}
+	return d.owners.GetByClusterIdentity(&cluster.ClusterIdentity{Identity: id, Kind: GrainKind})
+}
+
 func addresses(ms []*cluster.Member) []string {
 	out := make([]string, 0, len(ms))
 	for _, m := range ms {
@@ -131,6 +147,8 @@ func (d *Cluster) topology(t *cluster.ClusterTopology) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.members = addresses(t.GetMembers())
+	d.owners = cluster.NewRendezvous()
+	d.owners.UpdateMembers(t.GetMembers())
 	for _, m := range t.GetLeft() {
 		addr := m.Address()
 		if ch, ok := d.gone[addr]; ok {

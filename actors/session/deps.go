@@ -158,6 +158,10 @@ type Deps struct {
 	// the store's clock: a later expiry for the same holder means it renewed
 	// the lease, so it is alive).
 	LeaseConflict func(sessionID, holder string, expires time.Time)
+	// Owns reports whether this node is where the cluster places the
+	// session, in this node's own view of the members (nil: always). A
+	// session active elsewhere gives itself up (lease.go).
+	Owns func(sessionID string) bool
 	// Clock is the session's time (nil: the wall clock).
 	Clock clock.Clock
 	// Tracker makes each agent's process tree end with it (nil: only its

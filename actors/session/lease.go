@@ -116,7 +116,38 @@ func (s *sessionActor) renewLease(ctx actor.Context) {
 		// first write or renewal after the store comes back says so.
 		s.log.Warn("session lease renewal failed; retrying", "err", err)
 	}
+	if s.strayed(ctx) {
+		return
+	}
 	s.scheduleRenewal()
+}
+
+// strayRenewals is how many renewals in a row (a lease's lifetime) must find
+// the session placed on another node before it gives itself up: views of the
+// members differ for a moment while a node joins or leaves.
+const strayRenewals = 3
+
+// strayed stops an activation that lives where the cluster does not place
+// the session, and reports whether it did. The placement activates a session
+// wherever it is asked to, and stops it when the topology changes and the
+// session belongs elsewhere; a request that reaches a node whose view has
+// changed already (a node joining, seen here and not yet by the sender)
+// activates the session on a node that does not own it, and no later change
+// stops it: every other node sends the session's requests to its owner, which
+// cannot take the lease this activation renews. Stopping releases the lease,
+// so the owner takes the session at its next request.
+func (s *sessionActor) strayed(ctx actor.Context) bool {
+	if s.deps.Owns == nil || s.deps.Owns(s.rec.ID) {
+		s.stray = 0
+		return false
+	}
+	s.stray++
+	if s.stray < strayRenewals {
+		return false
+	}
+	s.log.Warn("the session is placed on another node now; stopping this activation so that the owner takes it", "renewals", s.stray)
+	ctx.Poison(ctx.Self())
+	return true
 }
 
 // lostLease stops a session whose lease moved to another node (this node was
