@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -142,7 +143,11 @@ func writeWSFrame(b *bytes.Buffer, kind, id string, data []byte) {
 }
 
 // wsRead reads client requests until the connection fails; their replies
-// join the stream's queue. A peer that misses two pongs times out here.
+// join the stream's queue, where they count toward its bounds. A peer that
+// misses two pongs times out here. Once the queue has ended (the client was
+// cut, or the stream is over) nothing more is read: a client that sends
+// without reading its replies is held back by its own socket, not answered
+// into a void, and the connection goes when its writer is done.
 func (s *Server) wsRead(ctx context.Context, conn *websocket.Conn, st *stream, caller *pb.Caller, done chan struct{}) {
 	defer close(done)
 	// Two missed pongs, plus a little grace for the round trip.
@@ -157,30 +162,43 @@ func (s *Server) wsRead(ctx context.Context, conn *websocket.Conn, st *stream, c
 			return
 		}
 		_ = conn.SetReadDeadline(time.Now().Add(deadline))
-		if typ != websocket.TextMessage {
-			st.q.PushRaw(wsReply(nil, false, nil, apiErr(http.StatusBadRequest, "invalid_frame", "send requests as text frames holding JSON")))
-			continue
+		if !s.wsDispatch(ctx, st, connName, caller, sem, typ, data) {
+			<-ctx.Done()
+			return
 		}
-		var req wsRequest
-		if err := decodeJSON(data, &req); err != nil {
-			st.q.PushRaw(wsReply(nil, false, nil, err))
-			continue
-		}
-		if req.ID == nil || *req.ID == "" {
-			st.q.PushRaw(wsReply(nil, false, nil, fieldErr("id", "id is required (a string the reply will echo)")))
-			continue
-		}
-		select {
-		case sem <- struct{}{}:
-		default:
-			st.q.PushRaw(wsReply(req.ID, false, nil, apiErr(http.StatusTooManyRequests, "too_many_requests",
-				"too many requests in flight on this connection")))
-			continue
-		}
-		go func(req wsRequest) {
-			defer func() { <-sem }()
-			fields, ok, err := s.wsHandle(ctx, st.id, connName, caller, &req)
-			st.q.PushRaw(wsReply(req.ID, ok, fields, err))
-		}(req)
 	}
+}
+
+// wsDispatch answers one client message at once (a bad frame, too many in
+// flight) or starts its request. It reports false when the stream's queue
+// has ended.
+func (s *Server) wsDispatch(ctx context.Context, st *stream, connName string, caller *pb.Caller, sem chan struct{}, typ int, data []byte) bool {
+	if typ != websocket.TextMessage {
+		return st.q.PushRaw(wsReply(nil, false, nil, apiErr(http.StatusBadRequest, "invalid_frame", "send requests as text frames holding JSON")))
+	}
+	var req wsRequest
+	if err := decodeJSON(data, &req); err != nil {
+		return st.q.PushRaw(wsReply(nil, false, nil, err))
+	}
+	if req.ID == nil || *req.ID == "" {
+		return st.q.PushRaw(wsReply(nil, false, nil, fieldErr("id", "id is required (a string the reply will echo)")))
+	}
+	select {
+	case sem <- struct{}{}:
+	default:
+		return st.q.PushRaw(wsReply(req.ID, false, nil, apiErr(http.StatusTooManyRequests, "too_many_requests",
+			fmt.Sprintf("%d requests are in flight on this connection already; wait for their replies", cap(sem)))))
+	}
+	if st.q.Ended() != "" {
+		<-sem
+		return false
+	}
+	// The request's context is the connection's: when the connection goes,
+	// so does the request (and its wait for the session).
+	go func() {
+		defer func() { <-sem }()
+		fields, ok, err := s.wsHandle(ctx, st.id, connName, caller, &req)
+		st.q.PushRaw(wsReply(req.ID, ok, fields, err))
+	}()
+	return true
 }

@@ -19,11 +19,10 @@ type Stalled struct {
 	conn net.Conn
 }
 
-// DialStalledSSE opens base+path with a tiny receive buffer and stops reading.
-func DialStalledSSE(t testing.TB, base, path string, header http.Header) *Stalled {
-	t.Helper()
-	u, _ := url.Parse(base)
-	d := net.Dialer{Control: func(network, address string, c syscall.RawConn) error {
+// StalledDialer dials with a tiny receive buffer, so that a client that
+// does not read backs the server's writes up after a few KiB.
+func StalledDialer() *net.Dialer {
+	return &net.Dialer{Control: func(network, address string, c syscall.RawConn) error {
 		var serr error
 		err := c.Control(func(fd uintptr) {
 			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
@@ -33,7 +32,13 @@ func DialStalledSSE(t testing.TB, base, path string, header http.Header) *Stalle
 		}
 		return serr
 	}}
-	conn, err := d.Dial("tcp", u.Host)
+}
+
+// DialStalledSSE opens base+path with a tiny receive buffer and stops reading.
+func DialStalledSSE(t testing.TB, base, path string, header http.Header) *Stalled {
+	t.Helper()
+	u, _ := url.Parse(base)
+	conn, err := StalledDialer().Dial("tcp", u.Host)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}

@@ -1,0 +1,346 @@
+package gateway_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/gorilla/websocket"
+
+	"github.com/surfaced/surfaced/actors/dispatch"
+	"github.com/surfaced/surfaced/gateway"
+	"github.com/surfaced/surfaced/internal/testkit"
+	"github.com/surfaced/surfaced/internal/testkit/daemon"
+)
+
+// liveHeap is the heap in use after a collection: what the process keeps.
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// heapSampler records the largest heap in use while it runs.
+type heapSampler struct {
+	peak atomic.Uint64
+	stop chan struct{}
+	done chan struct{}
+}
+
+func sampleHeap() *heapSampler {
+	h := &heapSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			if m.HeapAlloc > h.peak.Load() {
+				h.peak.Store(m.HeapAlloc)
+			}
+			select {
+			case <-h.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return h
+}
+
+func (h *heapSampler) Stop() uint64 {
+	close(h.stop)
+	<-h.done
+	return h.peak.Load()
+}
+
+func mib(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// goroutines counts the process's goroutines but the dispatch pool's
+// workers, which stay warm for a while after a burst by design.
+func goroutines() int {
+	return runtime.NumGoroutine() - int(dispatch.Shared.Stats().Live)
+}
+
+// goroutinesBackTo waits until goroutines() is back to base (and a little
+// slack for the runtime's own), dumping them if not.
+func goroutinesBackTo(t *testing.T, base int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for goroutines() > base+2 {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, %d at the baseline:\n%s", goroutines(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// warmProcessRegistry registers and removes enough processes that every
+// one of protoactor's 32,768 registry maps has been used once. A Go map
+// keeps the group it allocated for its first entry, so until then the
+// registry grows by a few hundred bytes for each map an actor's id lands
+// in for the first time (about 10 MiB in all, bounded, whatever the
+// clients do): a test of what connections leave behind starts after it.
+func warmProcessRegistry(sys *actor.ActorSystem) {
+	reg := sys.ProcessRegistry
+	for i := range 600_000 {
+		pid, _ := reg.Add(nopProcess{}, "warm-"+strconv.Itoa(i))
+		reg.Remove(pid)
+	}
+}
+
+type nopProcess struct{}
+
+func (nopProcess) SendUserMessage(*actor.PID, any)   {}
+func (nopProcess) SendSystemMessage(*actor.PID, any) {}
+func (nopProcess) Stop(*actor.PID)                   {}
+
+// clientsGauge reads surfaced_clients{kind}.
+func clientsGauge(t *testing.T, d *daemon.Daemon, kind string) string {
+	t.Helper()
+	_, out := d.JSON("GET", "/metrics", nil)
+	for _, line := range strings.Split(out["_raw"].(string), "\n") {
+		if v, ok := strings.CutPrefix(line, `surfaced_clients{kind="`+kind+`"} `); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// dialStalledWS opens a session's WebSocket with a tiny receive buffer; the
+// caller decides whether it ever reads.
+func dialStalledWS(t *testing.T, d *daemon.Daemon, id string) *websocket.Conn {
+	t.Helper()
+	dialer := websocket.Dialer{NetDialContext: testkit.StalledDialer().DialContext, HandshakeTimeout: 10 * time.Second}
+	u := strings.Replace(d.URL, "http://", "ws://", 1) + "/api/sessions/" + id + "/ws"
+	conn, resp, err := dialer.Dial(u, d.Auth())
+	if err != nil {
+		t.Fatalf("dial %s: %v (%v)", u, err, resp)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// Finding 4: sockets that never read and send small invalid requests as
+// fast as they can. Every reply waits in the connection's queue and counts
+// toward its byte bound, so each socket is cut (slow_consumer) once a
+// bounded backlog builds up; in-flight requests are capped per connection
+// (the rest answered too_many_requests at once); and once the sockets are
+// gone the heap and the goroutines are back where they were.
+func TestWebSocketFloodOfRepliesIsBounded(t *testing.T) {
+	const queueBytes = 1 << 20
+	d := daemon.Start(t, daemon.SlowDomain(time.Second), daemon.Gateway(gateway.Limits{QueueBytes: queueBytes, QueueAge: 4 * time.Second, WSInflight: 4}))
+	id := d.Create(nil)
+	warm := d.WS(id, "")
+	warm.Wait("ready", event("session", func(d map[string]any) bool { return d["status"] == "ready" }))
+	warm.Conn.Close()
+	daemon.Eventually(t, 10*time.Second, "the warm-up client gone", func() bool { return clientsGauge(t, d, "ws") == "0" })
+
+	baseHeap := liveHeap()
+	baseG := goroutines()
+	peak := sampleHeap()
+	const sockets = 4
+	sent := make([]int, sockets)
+	var wg sync.WaitGroup
+	for i := range sockets {
+		conn := dialStalledWS(t, d, id)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// A few requests that stay in flight (the slow domain takes a
+			// second each), then invalid ones as fast as the socket takes
+			// them, until the daemon cuts the connection.
+			for j := range 8 {
+				msg := fmt.Sprintf(`{"id":"w%d","type":"command","domain":"slow","action":"work"}`, j)
+				if conn.WriteMessage(websocket.TextMessage, []byte(msg)) != nil {
+					return
+				}
+			}
+			for {
+				_ = conn.SetWriteDeadline(time.Now().Add(time.Minute))
+				if err := conn.WriteMessage(websocket.TextMessage, []byte("x")); err != nil {
+					return
+				}
+				sent[i]++
+			}
+		}()
+	}
+	wg.Wait()
+	top := peak.Stop()
+	for i, n := range sent {
+		// A reply to "x" is about 200 bytes: the socket was cut by the
+		// byte bound, after its backlog passed it.
+		if n < queueBytes/400 {
+			t.Errorf("socket %d was cut after %d requests: before its replies could have passed the bound", i, n)
+		}
+	}
+	t.Logf("requests sent per socket: %v; heap %s before, %s at the peak", sent, mib(baseHeap), mib(top))
+	// What the four backlogs hold at most, with the garbage a collection
+	// cycle leaves and the reader's buffers: far below what an unbounded
+	// backlog reaches in the same time (hundreds of MiB).
+	if limit := baseHeap + 4*sockets*queueBytes + 32<<20; top > limit {
+		t.Errorf("heap peaked at %s with %d flooding sockets (at most %s expected)", mib(top), sockets, mib(limit))
+	}
+	cuts := ""
+	daemon.Eventually(t, 20*time.Second, "the sockets' streams gone and counted as cut", func() bool {
+		_, out := d.JSON("GET", "/metrics", nil)
+		cuts = out["_raw"].(string)
+		return clientsGauge(t, d, "ws") == "0" && strings.Contains(cuts, fmt.Sprintf(`surfaced_slow_consumer_cuts_total{kind="ws"} %d`, sockets))
+	})
+	// Nothing of the connections outlives them: their requests in flight
+	// end with them, their queues and replies are released.
+	goroutinesBackTo(t, baseG)
+	var after uint64
+	daemon.Eventually(t, 20*time.Second, "the heap back to the baseline", func() bool {
+		after = liveHeap()
+		return after < baseHeap+2<<20
+	})
+	t.Logf("heap after the sockets closed: %s (baseline %s)", mib(after), mib(baseHeap))
+}
+
+// openSSEOnce opens a session's event stream on a fresh connection, reads
+// its first event and closes the connection.
+func openSSEOnce(addr, path, token string) error {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\nAuthorization: Bearer %s\r\n\r\n", path, addr, token); err != nil {
+		return err
+	}
+	r := bufio.NewReader(conn)
+	status, err := r.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(status, " 200 ") {
+		return fmt.Errorf("status %q", strings.TrimSpace(status))
+	}
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(line, "data: ") {
+			return nil
+		}
+	}
+}
+
+// openWSOnce opens a session's WebSocket, reads its first message and
+// closes the connection.
+func openWSOnce(d *daemon.Daemon, id string) error {
+	u := strings.Replace(d.URL, "http://", "ws://", 1) + "/api/sessions/" + id + "/ws"
+	conn, _, err := websocket.DefaultDialer.Dial(u, d.Auth())
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _, err = conn.ReadMessage()
+	return err
+}
+
+// Finding 5: thousands of clients that connect, read and leave while the
+// session lives (idle_timeout 0: it never sleeps) leave nothing behind: not
+// in the session's hub or watcher set, not in the gateway. (A subscriber
+// that stayed in the session's watcher set kept 2.5 KiB per connection.)
+// The test measures the whole process's heap, clients included.
+func TestConnectDisconnectCyclesLeaveNothing(t *testing.T) {
+	d := daemon.Start(t)
+	warmProcessRegistry(d.Runtime.System())
+	id := d.Create(nil)
+	for _, kind := range []string{"sse", "ws"} {
+		t.Run(kind, func(t *testing.T) {
+			path := "/api/sessions/" + id + "/events"
+			cycles := func(n int) {
+				t.Helper()
+				for i := range n {
+					var err error
+					if kind == "sse" {
+						err = openSSEOnce(d.Addr, path, d.Token)
+					} else {
+						err = openWSOnce(d, id)
+					}
+					if err != nil {
+						t.Fatalf("cycle %d: %v", i, err)
+					}
+				}
+				daemon.Eventually(t, 20*time.Second, "every stream closed", func() bool { return clientsGauge(t, d, kind) == "0" })
+			}
+			// Warm up: pools, maps and the session's sets reach their
+			// working size.
+			cycles(500)
+			before := liveHeap()
+			const n = 4000
+			cycles(n)
+			after := liveHeap()
+			perConn := (float64(after) - float64(before)) / n
+			t.Logf("heap %s before %d cycles, %s after: %+.1f bytes per connection", mib(before), n, mib(after), perConn)
+			// Anything a connection keeps shows well above the noise of a
+			// collection.
+			if perConn > 64 {
+				t.Errorf("each connection left %.0f bytes behind", perConn)
+			}
+		})
+	}
+	if st, _ := d.JSON("GET", "/api/sessions/"+id, nil); st != http.StatusOK {
+		t.Fatalf("the session is gone: %d", st)
+	}
+}
+
+// Finding 14, on a WebSocket: a client whose socket stops taking data is
+// cut when a write has been blocked for the queue's age, counted at once,
+// and finds end{slow_consumer} behind what was blocked when it reads again.
+func TestWebSocketSlowConsumerGetsTheEndFrame(t *testing.T) {
+	d := daemon.Start(t, daemon.Gateway(gateway.Limits{QueueBytes: 64 << 20, QueueAge: 2 * time.Second}))
+	id := d.Create(nil)
+	fast := d.WS(id, "")
+	fast.Wait("ready", event("session", func(d map[string]any) bool { return d["status"] == "ready" }))
+	slow := dialStalledWS(t, d, id)
+	big := strings.Repeat("x", 100<<10)
+	for range 60 {
+		if st, out := d.JSON("POST", "/api/sessions/"+id+"/surfaces/demo/fill", map[string]any{"args": map[string]any{"text": big}}); st != 200 {
+			t.Fatalf("fill: %d %v", st, out)
+		}
+	}
+	fast.Wait("the last fill", event("state", func(d map[string]any) bool { return d["key"] == "surface:demo" && d["rev"] == 61.0 }))
+	daemon.Eventually(t, 15*time.Second, "the cut counted", func() bool {
+		_, out := d.JSON("GET", "/metrics", nil)
+		return strings.Contains(out["_raw"].(string), `surfaced_slow_consumer_cuts_total{kind="ws"} 1`)
+	})
+	// Reading again: the frames that were blocked, then the end frame and
+	// the close.
+	_ = slow.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var last string
+	for {
+		_, data, err := slow.ReadMessage()
+		if err != nil {
+			var ce *websocket.CloseError
+			if !errors.As(err, &ce) || ce.Code != websocket.ClosePolicyViolation {
+				t.Fatalf("the stream ended with %v, not a policy-violation close", err)
+			}
+			break
+		}
+		last = string(data)
+	}
+	if last != `{"event":"end","data":{"reason":"slow_consumer"}}` {
+		t.Fatalf("the last message before the close was %.200q, not end{slow_consumer}", last)
+	}
+}
