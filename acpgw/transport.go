@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -199,6 +200,11 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, id guard.Identity)
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			textError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request Entity Too Large: a message may have at most %d bytes.", s.opts.BodyBytes))
+			return
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			w.Header().Set("Connection", "close")
+			textError(w, http.StatusRequestTimeout, "Request Timeout: the body did not arrive in time.")
 			return
 		}
 		textError(w, http.StatusBadRequest, "The body could not be read.")

@@ -148,6 +148,8 @@ type LimitsSection struct {
 	IdempotencyWindow Duration `yaml:"idempotency_window"`
 	IdempotencyKeys   int      `yaml:"idempotency_keys"`
 	IdempotencyBytes  Size     `yaml:"idempotency_bytes"`
+	// ReadTimeout bounds the arrival of a request's headers and body (60s).
+	ReadTimeout Duration `yaml:"read_timeout"`
 }
 
 // ACPSection configures the ACP mount (file section acp).
@@ -243,6 +245,7 @@ func DefaultLimits() LimitsSection {
 		SessionArtifactBytes: 1 * GiB,
 		ArtifactURLTTL:       Duration(time.Hour),
 		EndedRetention:       0,
+		ReadTimeout:          Duration(60 * time.Second),
 	}
 }
 

@@ -188,6 +188,7 @@ limits:
   idle_timeout: 10m
   sse_keepalive: 5s
   ws_ping: 7s
+  read_timeout: 9s
 acp:
   enabled: false
   path: /editor
@@ -221,7 +222,7 @@ cluster:
 	gl := f.GatewayLimits()
 	if gl != (GatewayLimits{BodyBytes: 2 << 20, PromptBodyBytes: 64 << 20,
 		ClientQueueBytes: 2 << 20, ClientQueueAge: 3 * time.Second, SSEKeepalive: 5 * time.Second, WSPing: 7 * time.Second,
-		RequestTimeout: 30 * time.Second}) {
+		RequestTimeout: 30 * time.Second, ReadTimeout: 9 * time.Second}) {
 		t.Errorf("gateway limits: %+v", gl)
 	}
 	if q := f.Quotas(); q != (surfaced.Quotas{SessionsPerSubject: 7, SessionsTotal: 70}) {
@@ -258,7 +259,7 @@ func TestDefaultAccessors(t *testing.T) {
 	}
 	gl := f.GatewayLimits()
 	if gl.BodyBytes != 1<<20 || gl.PromptBodyBytes != 32<<20 || gl.SSEKeepalive != 15*time.Second || gl.WSPing != 25*time.Second ||
-		gl.ClientQueueAge != 10*time.Second {
+		gl.ClientQueueAge != 10*time.Second || gl.ReadTimeout != time.Minute {
 		t.Errorf("gateway limits: %+v", gl)
 	}
 	if q := f.Quotas(); q.SessionsPerSubject != 100 || q.SessionsTotal != 1000 {
@@ -450,6 +451,7 @@ func TestValidationMessages(t *testing.T) {
 		{"acp path api", func(f *File) { f.ACP.Path = "/api/acp" }, `acp.path: "/api/acp" is inside the daemon's own routes (/api, /debug)`},
 		{"acp buffer_bytes", func(f *File) { f.ACP.BufferBytes = 100 }, "acp.buffer_bytes: must be at least 1KiB, got 100"},
 		{"acp buffer_age", func(f *File) { f.ACP.BufferAge = 0 }, "acp.buffer_age: must be longer than 0, got 0s"},
+		{"read_timeout", func(f *File) { f.Limits.ReadTimeout = 0 }, "limits.read_timeout: must be longer than 0, got 0s"},
 		{"acp agent_info name", func(f *File) { f.ACP.AgentInfo = &AgentInfo{Version: "1"} }, "acp.agent_info.name: is empty (agent_info replaces the default whole: give name and version)"},
 		{"acp agent_info version", func(f *File) { f.ACP.AgentInfo = &AgentInfo{Name: "x"} }, "acp.agent_info.version: is empty"},
 

@@ -187,6 +187,7 @@ type GatewayLimits struct {
 	SSEKeepalive     time.Duration // SSE keepalive comment interval
 	WSPing           time.Duration // WebSocket ping interval (two missed pongs close)
 	RequestTimeout   time.Duration // a request waits this long for its session
+	ReadTimeout      time.Duration // a request's headers and body must arrive within this
 }
 
 // GatewayLimits returns the gateway's limits.
@@ -200,6 +201,7 @@ func (f *File) GatewayLimits() GatewayLimits {
 		SSEKeepalive:     time.Duration(l.SSEKeepalive),
 		WSPing:           time.Duration(l.WSPing),
 		RequestTimeout:   time.Duration(l.RequestTimeout),
+		ReadTimeout:      time.Duration(l.ReadTimeout),
 	}
 }
 

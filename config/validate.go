@@ -213,6 +213,7 @@ func (v *validation) limits() {
 	} else if l.EndedRetention > 0 && time.Duration(l.EndedRetention) < time.Minute {
 		v.add("limits.ended_retention", "must be at least 1m (or 0 to keep ended sessions), got %s", l.EndedRetention)
 	}
+	positive("read_timeout", l.ReadTimeout)
 }
 
 func (v *validation) acp() {

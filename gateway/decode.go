@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"unicode"
@@ -18,6 +20,8 @@ import (
 // decodeBody reads a JSON body into v, strictly: the content type must be
 // JSON (an empty body counts as {} and needs none), the body must fit in max
 // bytes, unknown fields are refused, and every error names the field.
+// The body must arrive within the server's read timeout: a client that
+// trickles it is answered 408 body_timeout.
 func decodeBody(c echo.Context, max int64, v any) error {
 	data, err := readBody(c, max)
 	if err != nil {
@@ -44,8 +48,13 @@ func readBody(c echo.Context, max int64) ([]byte, error) {
 	data, err := io.ReadAll(body)
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		var ne net.Error
+		switch {
+		case errors.As(err, &mbe):
 			return nil, apiErr(http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request body is over the %d-byte limit", max))
+		case errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+			c.Response().Header().Set("Connection", "close")
+			return nil, apiErr(http.StatusRequestTimeout, "body_timeout", "the request body did not arrive in time")
 		}
 		return nil, apiErr(http.StatusBadRequest, "bad_body", "the request body could not be read")
 	}

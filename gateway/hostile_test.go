@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"runtime"
@@ -342,5 +343,93 @@ func TestWebSocketSlowConsumerGetsTheEndFrame(t *testing.T) {
 	}
 	if last != `{"event":"end","data":{"reason":"slow_consumer"}}` {
 		t.Fatalf("the last message before the close was %.200q, not end{slow_consumer}", last)
+	}
+}
+
+// trickle sends a request whose body (of n bytes, as Content-Length says)
+// comes one byte every 200 ms, and returns the connection and a reader of
+// the answer. The trickle stops when the daemon closes the connection.
+func trickle(t *testing.T, addr, head string, n int) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := fmt.Fprintf(conn, "%sContent-Length: %d\r\nContent-Type: application/json\r\n\r\n", head, n); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for range n {
+			if _, err := conn.Write([]byte(" ")); err != nil {
+				return
+			}
+			<-tick.C
+		}
+	}()
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	return conn, bufio.NewReader(conn)
+}
+
+// Finding 9: a request whose body trickles in (one byte every 200 ms) is
+// answered 408 body_timeout once the read timeout passes, and its
+// connection closed, where it was held for ever; a body a handler never
+// reads is bounded the same way. Streams, which read no body, and a
+// request that waits on the session longer than the read timeout after
+// its body came, are not cut.
+func TestSlowBodiesAreCutAndStreamsAreNot(t *testing.T) {
+	d := daemon.Start(t, daemon.SlowDomain(2*time.Second), daemon.Gateway(gateway.Limits{ReadTimeout: time.Second}))
+	id := d.Create(nil)
+	sse := d.SSE(id, "")
+	sse.Wait(t, 10*time.Second, "ready", testkit.IsStatus("ready"))
+	ws := d.WS(id, "")
+	ws.Wait("ready", event("session", func(d map[string]any) bool { return d["status"] == "ready" }))
+	acp := d.ACPClient()
+	acp.Initialize()
+
+	auth := "Authorization: Bearer " + d.Token + "\r\n"
+	for _, tc := range []struct{ name, head, status string }{
+		{"a state write", "POST /api/sessions/" + id + "/state HTTP/1.1\r\nHost: " + d.Addr + "\r\n" + auth, "408"},
+		{"an ACP message", "POST " + d.ACP.Path() + " HTTP/1.1\r\nHost: " + d.Addr + "\r\n" + auth, "408"},
+		// The handler answers without reading the body; what is left of it
+		// is read within the same timeout, then the connection goes.
+		{"a GET with a body", "GET /api/sessions HTTP/1.1\r\nHost: " + d.Addr + "\r\n" + auth, "200"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, r := trickle(t, d.Addr, tc.head, 1000)
+			status, err := r.ReadString('\n')
+			if err != nil || !strings.Contains(status, " "+tc.status+" ") {
+				t.Fatalf("answer %q, %v; want %s", status, err, tc.status)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(io.MultiReader(strings.NewReader(status), r)), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			if tc.status == "408" && !strings.Contains(string(body), "body_timeout") && !strings.Contains(string(body), "did not arrive in time") {
+				t.Fatalf("408 body: %s", body)
+			}
+			// The connection is closed: the rest of the body is not awaited.
+			if _, err := r.ReadByte(); err == nil {
+				t.Fatalf("the connection stayed open")
+			}
+			conn.Close()
+		})
+	}
+
+	// A command waits two seconds for the slow domain, after its body came.
+	if st, out := d.JSON("POST", "/api/sessions/"+id+"/surfaces/slow/work", map[string]any{}); st != http.StatusOK {
+		t.Fatalf("a command longer than the read timeout: %d %v", st, out)
+	}
+	// The streams opened before all this still deliver.
+	if st, _ := d.JSON("POST", "/api/sessions/"+id+"/state", map[string]any{"key": "ui.after", "value": 1}); st != http.StatusOK {
+		t.Fatalf("state: %d", st)
+	}
+	sse.Wait(t, 10*time.Second, "the state frame on SSE", testkit.IsState("ui.after", 1))
+	ws.Wait("the state frame on the WebSocket", event("state", func(d map[string]any) bool { return d["key"] == "ui.after" }))
+	if res := acp.Call("session/list", map[string]any{}); res["result"] == nil {
+		t.Fatalf("session/list on the ACP connection stream: %v", res)
 	}
 }

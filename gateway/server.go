@@ -38,7 +38,21 @@ type Limits struct {
 	// (30 s). A surface command carries it as its deadline: it is not run
 	// after it, and is answered timeout just before it.
 	RequestTimeout time.Duration
+	// ReadTimeout bounds how long a request's headers and body may take to
+	// arrive (60 s): a client that trickles its body is answered 408
+	// body_timeout, or dropped. Streams (SSE, WebSocket, ACP) read no body
+	// and lift it.
+	ReadTimeout time.Duration
 }
+
+// Defaults of Limits.
+const (
+	DefaultReadTimeout = 60 * time.Second
+	// readHeaderTimeout bounds the headers alone; idleTimeout closes a
+	// kept-alive connection nobody uses.
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 2 * time.Minute
+)
 
 func (l Limits) withDefaults() Limits {
 	if l.BodyBytes <= 0 {
@@ -64,6 +78,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.RequestTimeout <= 0 {
 		l.RequestTimeout = session.DefaultRequestTimeout
+	}
+	if l.ReadTimeout <= 0 {
+		l.ReadTimeout = DefaultReadTimeout
 	}
 	return l
 }
@@ -159,6 +176,19 @@ func isPublic(path string) bool {
 	// An artifact's bytes: a signed URL needs no credential (the handler
 	// checks the signature, or the credential's subject when there is one).
 	return isContentPath(path)
+}
+
+// HTTPServer returns the http.Server to serve Handler with: headers within
+// 10 s, a whole request (headers and body) within Limits.ReadTimeout, idle
+// kept-alive connections closed after 2 minutes. No write timeout: streams
+// bound their own writes.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       s.lim.ReadTimeout,
+		IdleTimeout:       idleTimeout,
+	}
 }
 
 // Handler is the server's http.Handler.

@@ -150,14 +150,11 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 			KeepAlive:       gl.SSEKeepalive,
 			WSPing:          gl.WSPing,
 			RequestTimeout:  gl.RequestTimeout,
+			ReadTimeout:     gl.ReadTimeout,
 		},
 	})
-	hs := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
+	hs := srv.HTTPServer()
+	hs.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
 	// The inspector's streams end first, or Shutdown would wait for them.
 	hs.RegisterOnShutdown(dev.close)
 	// ACP streams end after the sessions said their last (cancelled prompts).

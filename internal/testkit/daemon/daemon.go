@@ -247,7 +247,7 @@ func Start(t testing.TB, opts ...Option) *Daemon {
 func (d *Daemon) Stop() { d.stop() }
 
 func (d *Daemon) serve(ln net.Listener) {
-	hs := &http.Server{Handler: d.Gateway.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := d.Gateway.HTTPServer()
 	if d.Debug != nil {
 		// The inspector's streams end first, or Shutdown would wait for them.
 		hs.RegisterOnShutdown(d.Debug.Close)
