@@ -108,6 +108,29 @@ func (c *conn) newStream(sessionID string) *outStream {
 		q: delivery.NewQueue(delivery.Limits{MaxBytes: c.srv.opts.BufferBytes, MaxAge: c.srv.opts.BufferAge}, nil)}
 }
 
+// hasRoomFor reports whether a stream of the session exists already, or one
+// more may be made: a connection's session streams are capped
+// (Options.SessionsPerConnection), the connection stream aside.
+func (c *conn) hasRoomFor(sessionID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hasRoomLocked(sessionID)
+}
+
+// hasRoomForAnother reports whether one more session stream may be made.
+func (c *conn) hasRoomForAnother() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.streams)-1 < c.srv.opts.SessionsPerConnection
+}
+
+func (c *conn) hasRoomLocked(sessionID string) bool {
+	if sessionID == "" || c.streams[sessionID] != nil {
+		return true
+	}
+	return len(c.streams)-1 < c.srv.opts.SessionsPerConnection
+}
+
 // streamLocked returns the stream of a session ("" the connection stream),
 // creating it: messages for a session whose GET is not open yet wait there.
 func (c *conn) streamLocked(sessionID string) *outStream {
@@ -411,6 +434,12 @@ func (c *conn) attach(sessionID, agent string, hold bool) *attachedSession {
 		if hold {
 			c.srv.sys().Root.Send(a.pid, &holdLive{})
 		}
+		return a
+	}
+	if !c.hasRoomLocked(sessionID) {
+		c.mu.Unlock()
+		a := &attachedSession{ready: make(chan struct{}), err: errTooManySessionsOnConnection(c.srv.opts.SessionsPerConnection)}
+		close(a.ready)
 		return a
 	}
 	a := &attachedSession{ready: make(chan struct{})}

@@ -276,6 +276,22 @@ func storeErrCode(err error) string {
 	return ""
 }
 
+// errTooManySessionsOnConnection answers a session method on a connection
+// that has as many sessions as it may.
+func errTooManySessionsOnConnection(limit int) *acp.RequestError {
+	return &acp.RequestError{Code: codeInternal,
+		Message: fmt.Sprintf("Too many sessions on this connection: it has %d (the limit); close one (session/close) or open another connection.", limit),
+		Data:    map[string]string{"code": "too_many_sessions_on_connection"}}
+}
+
+// errTooManyConnections answers initialize for a subject that has as many
+// connections open as it may.
+func errTooManyConnections(limit int) *acp.RequestError {
+	return &acp.RequestError{Code: codeInternal,
+		Message: fmt.Sprintf("Too many connections: you already have %d open (the limit); close one (DELETE) or let an unused one expire.", limit),
+		Data:    map[string]string{"code": "too_many_connections"}}
+}
+
 // errInternal never carries the failure's text: that is logged.
 func errInternal(code string) *acp.RequestError {
 	e := &acp.RequestError{Code: codeInternal, Message: "Internal error"}

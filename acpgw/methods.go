@@ -144,7 +144,13 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *rpcMessag
 	if spec, err := s.agentOf(c); err == nil {
 		c.images = spec.Images
 	}
-	if !s.reg.register(c) {
+	if err := s.reg.register(c); err != nil {
+		c.cancel()
+		if errors.Is(err, errTooManyConns) {
+			s.log.Warn("acp connection refused: too many open", "subject", c.subject, "limit", s.opts.ConnectionsPerSubject)
+			writeJSON(w, http.StatusTooManyRequests, encodeResponse(m.id, nil, errTooManyConnections(s.opts.ConnectionsPerSubject)), "")
+			return
+		}
 		textError(w, http.StatusServiceUnavailable, "Service Unavailable: the daemon is shutting down.")
 		return
 	}

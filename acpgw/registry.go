@@ -2,6 +2,7 @@ package acpgw
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -17,6 +18,7 @@ type registry struct {
 	mu         sync.Mutex
 	closing    bool
 	conns      map[string]*conn
+	bySubject  map[string]int // open connections per subject
 	tombstones map[string]tombstone
 	tombOrder  []string
 	stop       chan struct{}
@@ -35,6 +37,7 @@ const maxTombstones = 1024
 func (g *registry) start(s *Server) {
 	g.srv = s
 	g.conns = map[string]*conn{}
+	g.bySubject = map[string]int{}
 	g.tombstones = map[string]tombstone{}
 	g.stop = make(chan struct{})
 	g.stopped = make(chan struct{})
@@ -96,14 +99,24 @@ func (g *registry) reap() {
 	}
 }
 
-func (g *registry) register(c *conn) bool {
+// Why register refused a connection.
+var (
+	errClosing      = errors.New("the daemon is shutting down")
+	errTooManyConns = errors.New("too many connections")
+)
+
+func (g *registry) register(c *conn) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closing {
-		return false
+		return errClosing
+	}
+	if g.bySubject[c.subject] >= g.srv.opts.ConnectionsPerSubject {
+		return errTooManyConns
 	}
 	g.conns[c.id] = c
-	return true
+	g.bySubject[c.subject]++
+	return nil
 }
 
 // forget drops a closed connection, keeping its reason for late requests.
@@ -111,6 +124,9 @@ func (g *registry) forget(c *conn, reason string, broken bool) {
 	g.mu.Lock()
 	if g.conns[c.id] == c {
 		delete(g.conns, c.id)
+		if g.bySubject[c.subject]--; g.bySubject[c.subject] <= 0 {
+			delete(g.bySubject, c.subject)
+		}
 	}
 	g.tombstones[c.id] = tombstone{reason: reason, at: time.Now()}
 	g.tombOrder = append(g.tombOrder, c.id)

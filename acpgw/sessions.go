@@ -32,6 +32,11 @@ func (s *Server) sessionNew(c *conn, m *rpcMessage) (any, *acp.RequestError) {
 	if e != nil {
 		return nil, e
 	}
+	// A session the connection could not attach would be created for
+	// nothing.
+	if !c.hasRoomForAnother() {
+		return nil, errTooManySessionsOnConnection(s.opts.SessionsPerConnection)
+	}
 	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
 	defer cancel()
 	id, err := s.rt.CreateSession(ctx, surfaced.CreateOptions{Owner: c.subject, Agent: spec.Name, Cwd: cwd})

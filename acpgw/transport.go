@@ -37,6 +37,10 @@ const (
 	DefaultKeepAlive   = 15 * time.Second
 	DefaultIdleTimeout = 5 * time.Minute
 	DefaultBodyBytes   = 32 << 20
+	// DefaultConnectionsPerSubject and DefaultSessionsPerConnection are the
+	// caps of Options.
+	DefaultConnectionsPerSubject = 32
+	DefaultSessionsPerConnection = 64
 )
 
 // writeTimeout bounds a write to a stream's reader: a reader that takes
@@ -82,6 +86,15 @@ type Options struct {
 	IdleTimeout time.Duration
 	// BodyBytes bounds a POST body, images included (32 MiB).
 	BodyBytes int64
+	// ConnectionsPerSubject bounds the connections one subject holds open
+	// (32): past it initialize is answered 429 too_many_connections.
+	ConnectionsPerSubject int
+	// SessionsPerConnection bounds the session streams of a connection
+	// (64): the sessions attached to it, and those a request or a reader
+	// names. Past it session/new, load, resume and prompt answer
+	// too_many_sessions_on_connection, and a GET or POST naming yet another
+	// session 429.
+	SessionsPerConnection int
 	// Revoker, when set, ends the streams of a revoked token.
 	Revoker Revoker
 	// Props adds props options to the attachments' actors (the inspector).
@@ -137,6 +150,12 @@ func New(o Options) *Server {
 	}
 	if s.opts.BodyBytes <= 0 {
 		s.opts.BodyBytes = DefaultBodyBytes
+	}
+	if s.opts.ConnectionsPerSubject <= 0 {
+		s.opts.ConnectionsPerSubject = DefaultConnectionsPerSubject
+	}
+	if s.opts.SessionsPerConnection <= 0 {
+		s.opts.SessionsPerConnection = DefaultSessionsPerConnection
 	}
 	s.writer = &delivery.Writer{
 		KeepAlive: s.opts.KeepAlive,
@@ -241,6 +260,10 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, id guard.Identity)
 		s.clientAnswer(w, c, m, header)
 		return
 	}
+	if !c.hasRoomFor(header) {
+		tooManyStreams(w, s.opts.SessionsPerConnection)
+		return
+	}
 	paramsSession, hasParamsSession := sessionIDOf(m.params)
 	if (sessionScoped(m.method) || hasParamsSession) && header == "" {
 		textError(w, http.StatusBadRequest, "Missing "+HeaderSessionID+": "+m.method+" is session-scoped; send the session id in the header too.")
@@ -304,6 +327,10 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, id guard.Identity) 
 		textError(w, http.StatusBadRequest, fmt.Sprintf("%s is longer than %d bytes.", HeaderSessionID, maxSessionIDLen))
 		return
 	}
+	if !c.hasRoomFor(sessionID) {
+		tooManyStreams(w, s.opts.SessionsPerConnection)
+		return
+	}
 	st, ok := c.lease(sessionID)
 	if !ok {
 		if closed, _ := c.isClosed(); closed {
@@ -363,6 +390,12 @@ func acceptsEventStream(values []string) bool {
 		}
 	}
 	return false
+}
+
+// tooManyStreams answers a request that names one session more than its
+// connection may have streams for.
+func tooManyStreams(w http.ResponseWriter, limit int) {
+	textError(w, http.StatusTooManyRequests, fmt.Sprintf("Too Many Requests: this connection already has streams for %d sessions (the limit); close a session (session/close) or use another connection.", limit))
 }
 
 // textError answers with a plain-text sentence, as the TypeScript SDK's

@@ -150,6 +150,13 @@ type LimitsSection struct {
 	IdempotencyBytes  Size     `yaml:"idempotency_bytes"`
 	// ReadTimeout bounds the arrival of a request's headers and body (60s).
 	ReadTimeout Duration `yaml:"read_timeout"`
+	// WSRequestsInFlight bounds the requests one WebSocket has waiting for
+	// their replies (16).
+	WSRequestsInFlight int `yaml:"ws_requests_in_flight"`
+	// SSEStreamsPerSubject and WSConnectionsPerSubject bound what one
+	// subject holds open at once (100 each).
+	SSEStreamsPerSubject    int `yaml:"sse_streams_per_subject"`
+	WSConnectionsPerSubject int `yaml:"ws_connections_per_subject"`
 }
 
 // ACPSection configures the ACP mount (file section acp).
@@ -167,6 +174,11 @@ type ACPSection struct {
 	// the connection is closed.
 	BufferBytes Size     `yaml:"buffer_bytes"`
 	BufferAge   Duration `yaml:"buffer_age"`
+	// ConnectionsPerSubject bounds the ACP connections one subject holds
+	// open (32); SessionsPerConnection the sessions one connection has
+	// streams for (64).
+	ConnectionsPerSubject int `yaml:"connections_per_subject"`
+	SessionsPerConnection int `yaml:"sessions_per_connection"`
 }
 
 // AgentInfo is what initialize reports as agentInfo.
@@ -246,6 +258,10 @@ func DefaultLimits() LimitsSection {
 		ArtifactURLTTL:       Duration(time.Hour),
 		EndedRetention:       0,
 		ReadTimeout:          Duration(60 * time.Second),
+		WSRequestsInFlight:   16,
+
+		SSEStreamsPerSubject:    100,
+		WSConnectionsPerSubject: 100,
 	}
 }
 
@@ -268,6 +284,9 @@ func defaultFile(getenv func(string) string) *File {
 			ToolCallPayloads: true,
 			BufferBytes:      4 * MiB,
 			BufferAge:        Duration(time.Minute),
+
+			ConnectionsPerSubject: 32,
+			SessionsPerConnection: 64,
 		},
 	}
 }

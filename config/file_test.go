@@ -189,6 +189,9 @@ limits:
   sse_keepalive: 5s
   ws_ping: 7s
   read_timeout: 9s
+  ws_requests_in_flight: 3
+  sse_streams_per_subject: 4
+  ws_connections_per_subject: 5
 acp:
   enabled: false
   path: /editor
@@ -196,6 +199,8 @@ acp:
   tool_call_payloads: false
   buffer_bytes: 64KiB
   buffer_age: 30s
+  connections_per_subject: 6
+  sessions_per_connection: 7
 cluster:
   name: prod
   provider: etcd
@@ -222,7 +227,7 @@ cluster:
 	gl := f.GatewayLimits()
 	if gl != (GatewayLimits{BodyBytes: 2 << 20, PromptBodyBytes: 64 << 20,
 		ClientQueueBytes: 2 << 20, ClientQueueAge: 3 * time.Second, SSEKeepalive: 5 * time.Second, WSPing: 7 * time.Second,
-		RequestTimeout: 30 * time.Second, ReadTimeout: 9 * time.Second}) {
+		RequestTimeout: 30 * time.Second, ReadTimeout: 9 * time.Second, WSInflight: 3, SSEPerSubject: 4, WSPerSubject: 5}) {
 		t.Errorf("gateway limits: %+v", gl)
 	}
 	if q := f.Quotas(); q != (surfaced.Quotas{SessionsPerSubject: 7, SessionsTotal: 70}) {
@@ -230,7 +235,7 @@ cluster:
 	}
 	acp := f.ACPSettings()
 	if acp != (ACPSettings{Enabled: false, Path: "/editor", AgentInfo: AgentInfo{Name: "acme", Version: "2.0.0"},
-		ToolCallPayloads: false, BufferBytes: 64 << 10, BufferAge: 30 * time.Second}) {
+		ToolCallPayloads: false, BufferBytes: 64 << 10, BufferAge: 30 * time.Second, ConnectionsPerSubject: 6, SessionsPerConnection: 7}) {
 		t.Errorf("acp: %+v", acp)
 	}
 	if !f.Cluster.Enabled() || f.Cluster.Name != "prod" || len(f.Cluster.EtcdEndpoints) != 2 || f.Cluster.BindAddr != "0.0.0.0:7900" {
@@ -259,13 +264,14 @@ func TestDefaultAccessors(t *testing.T) {
 	}
 	gl := f.GatewayLimits()
 	if gl.BodyBytes != 1<<20 || gl.PromptBodyBytes != 32<<20 || gl.SSEKeepalive != 15*time.Second || gl.WSPing != 25*time.Second ||
-		gl.ClientQueueAge != 10*time.Second || gl.ReadTimeout != time.Minute {
+		gl.ClientQueueAge != 10*time.Second || gl.ReadTimeout != time.Minute || gl.WSInflight != 16 || gl.SSEPerSubject != 100 || gl.WSPerSubject != 100 {
 		t.Errorf("gateway limits: %+v", gl)
 	}
 	if q := f.Quotas(); q.SessionsPerSubject != 100 || q.SessionsTotal != 1000 {
 		t.Errorf("quotas: %+v", q)
 	}
-	if a := f.ACPSettings(); a.AgentInfo != DefaultAgentInfo() || !a.Enabled || !a.ToolCallPayloads || a.BufferBytes != 4<<20 || a.BufferAge != time.Minute {
+	if a := f.ACPSettings(); a.AgentInfo != DefaultAgentInfo() || !a.Enabled || !a.ToolCallPayloads || a.BufferBytes != 4<<20 || a.BufferAge != time.Minute ||
+		a.ConnectionsPerSubject != 32 || a.SessionsPerConnection != 64 {
 		t.Errorf("acp: %+v", a)
 	}
 	if f.StoreKind() != StoreSQLite || f.Cluster.Enabled() {
@@ -451,7 +457,10 @@ func TestValidationMessages(t *testing.T) {
 		{"acp path api", func(f *File) { f.ACP.Path = "/api/acp" }, `acp.path: "/api/acp" is inside the daemon's own routes (/api, /debug)`},
 		{"acp buffer_bytes", func(f *File) { f.ACP.BufferBytes = 100 }, "acp.buffer_bytes: must be at least 1KiB, got 100"},
 		{"acp buffer_age", func(f *File) { f.ACP.BufferAge = 0 }, "acp.buffer_age: must be longer than 0, got 0s"},
+		{"acp connections_per_subject", func(f *File) { f.ACP.ConnectionsPerSubject = 0 }, "acp.connections_per_subject: must be at least 1, got 0"},
+		{"acp sessions_per_connection", func(f *File) { f.ACP.SessionsPerConnection = 0 }, "acp.sessions_per_connection: must be at least 1, got 0"},
 		{"read_timeout", func(f *File) { f.Limits.ReadTimeout = 0 }, "limits.read_timeout: must be longer than 0, got 0s"},
+		{"sse_streams_per_subject", func(f *File) { f.Limits.SSEStreamsPerSubject = 0 }, "limits.sse_streams_per_subject: must be at least 1, got 0"},
 		{"acp agent_info name", func(f *File) { f.ACP.AgentInfo = &AgentInfo{Version: "1"} }, "acp.agent_info.name: is empty (agent_info replaces the default whole: give name and version)"},
 		{"acp agent_info version", func(f *File) { f.ACP.AgentInfo = &AgentInfo{Name: "x"} }, "acp.agent_info.version: is empty"},
 

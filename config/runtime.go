@@ -188,6 +188,9 @@ type GatewayLimits struct {
 	WSPing           time.Duration // WebSocket ping interval (two missed pongs close)
 	RequestTimeout   time.Duration // a request waits this long for its session
 	ReadTimeout      time.Duration // a request's headers and body must arrive within this
+	WSInflight       int           // requests one WebSocket may have in flight
+	SSEPerSubject    int           // event streams one subject may hold open
+	WSPerSubject     int           // WebSockets one subject may hold open
 }
 
 // GatewayLimits returns the gateway's limits.
@@ -202,6 +205,9 @@ func (f *File) GatewayLimits() GatewayLimits {
 		WSPing:           time.Duration(l.WSPing),
 		RequestTimeout:   time.Duration(l.RequestTimeout),
 		ReadTimeout:      time.Duration(l.ReadTimeout),
+		WSInflight:       l.WSRequestsInFlight,
+		SSEPerSubject:    l.SSEStreamsPerSubject,
+		WSPerSubject:     l.WSConnectionsPerSubject,
 	}
 }
 
@@ -213,6 +219,9 @@ type ACPSettings struct {
 	ToolCallPayloads bool
 	BufferBytes      int
 	BufferAge        time.Duration
+	// ConnectionsPerSubject and SessionsPerConnection are the caps.
+	ConnectionsPerSubject int
+	SessionsPerConnection int
 }
 
 // DefaultAgentInfo is agentInfo when the file has none.
@@ -233,6 +242,9 @@ func (f *File) ACPSettings() ACPSettings {
 		ToolCallPayloads: f.ACP.ToolCallPayloads,
 		BufferBytes:      int(f.ACP.BufferBytes),
 		BufferAge:        time.Duration(f.ACP.BufferAge),
+
+		ConnectionsPerSubject: f.ACP.ConnectionsPerSubject,
+		SessionsPerConnection: f.ACP.SessionsPerConnection,
 	}
 }
 

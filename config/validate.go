@@ -214,6 +214,9 @@ func (v *validation) limits() {
 		v.add("limits.ended_retention", "must be at least 1m (or 0 to keep ended sessions), got %s", l.EndedRetention)
 	}
 	positive("read_timeout", l.ReadTimeout)
+	atLeast("ws_requests_in_flight", int64(l.WSRequestsInFlight), 1)
+	atLeast("sse_streams_per_subject", int64(l.SSEStreamsPerSubject), 1)
+	atLeast("ws_connections_per_subject", int64(l.WSConnectionsPerSubject), 1)
 }
 
 func (v *validation) acp() {
@@ -238,6 +241,12 @@ func (v *validation) acp() {
 	}
 	if a.BufferAge <= 0 {
 		v.add("acp.buffer_age", "must be longer than 0, got %s", a.BufferAge)
+	}
+	if a.ConnectionsPerSubject < 1 {
+		v.add("acp.connections_per_subject", "must be at least 1, got %d", a.ConnectionsPerSubject)
+	}
+	if a.SessionsPerConnection < 1 {
+		v.add("acp.sessions_per_connection", "must be at least 1, got %d", a.SessionsPerConnection)
 	}
 	if a.AgentInfo != nil {
 		if a.AgentInfo.Name == "" {

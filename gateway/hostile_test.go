@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/surfaced/surfaced/actors/dispatch"
 	"github.com/surfaced/surfaced/gateway"
+	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/internal/testkit"
 	"github.com/surfaced/surfaced/internal/testkit/daemon"
 )
@@ -431,5 +433,62 @@ func TestSlowBodiesAreCutAndStreamsAreNot(t *testing.T) {
 	ws.Wait("the state frame on the WebSocket", event("state", func(d map[string]any) bool { return d["key"] == "ui.after" }))
 	if res := acp.Call("session/list", map[string]any{}); res["result"] == nil {
 		t.Fatalf("session/list on the ACP connection stream: %v", res)
+	}
+}
+
+// Finding 8: one subject cannot hold more event streams or WebSockets than
+// its caps (the daemon's file descriptors are everyone's): past them a new
+// one is answered 429 too_many_streams; another subject is not affected,
+// and a slot comes back when a stream closes.
+func TestStreamsPerSubjectAreCapped(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	daemon.WriteTokens(t, tokens, map[string]string{"alice": "alice-secret-token", "bob": "bob-secret-token-1"})
+	d := daemon.Start(t, daemon.Guard(func(c *guard.Config) { c.TokensFile = tokens }),
+		daemon.Gateway(gateway.Limits{SSEPerSubject: 3, WSPerSubject: 2}))
+	alice, bob := d.As("alice-secret-token"), d.As("bob-secret-token-1")
+	aliceID, bobID := alice.Create(nil), bob.Create(nil)
+	url := func(id string) string { return d.URL + "/api/sessions/" + id + "/events" }
+
+	var held []*testkit.SSE
+	for range 3 {
+		held = append(held, testkit.OpenSSE(t, url(aliceID), alice.Auth()))
+	}
+	if _, st, body := testkit.TryOpenSSE(url(aliceID), alice.Auth()); st != http.StatusTooManyRequests || !strings.Contains(body, `"too_many_streams"`) {
+		t.Fatalf("a fourth event stream: %d %s", st, body)
+	}
+	// Another session of hers counts too: the cap is the subject's.
+	alice2 := alice.Create(nil)
+	if _, st, _ := testkit.TryOpenSSE(url(alice2), alice.Auth()); st != http.StatusTooManyRequests {
+		t.Fatalf("an event stream of another session of hers: %d", st)
+	}
+	bobStream := testkit.OpenSSE(t, url(bobID), bob.Auth())
+	bobStream.Wait(t, 10*time.Second, "bob's first frame", testkit.IsKind("session"))
+	held[0].Close()
+	daemon.Eventually(t, 10*time.Second, "alice's slot back", func() bool {
+		s, st, _ := testkit.TryOpenSSE(url(aliceID), alice.Auth())
+		if s != nil {
+			t.Cleanup(s.Close)
+		}
+		return st == http.StatusOK
+	})
+
+	wsURL := strings.Replace(d.URL, "http://", "ws://", 1) + "/api/sessions/" + aliceID + "/ws"
+	for range 2 {
+		c, _, err := websocket.DefaultDialer.Dial(wsURL, alice.Auth())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	_, resp, err := websocket.DefaultDialer.Dial(wsURL, alice.Auth())
+	if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a third WebSocket: %v %v", err, resp)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `"too_many_streams"`) {
+		t.Fatalf("a third WebSocket's refusal: %s", body)
+	}
+	if st, _ := alice.Do("GET", "/metrics", nil); st != http.StatusOK {
+		t.Fatalf("/metrics: %d", st)
 	}
 }

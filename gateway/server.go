@@ -38,6 +38,12 @@ type Limits struct {
 	// (30 s). A surface command carries it as its deadline: it is not run
 	// after it, and is answered timeout just before it.
 	RequestTimeout time.Duration
+	// SSEPerSubject and WSPerSubject bound the event streams and the
+	// WebSockets one subject holds open at once (100 each); past them a new
+	// one is answered 429 too_many_streams. Under no_auth everyone is one
+	// subject.
+	SSEPerSubject int
+	WSPerSubject  int
 	// ReadTimeout bounds how long a request's headers and body may take to
 	// arrive (60 s): a client that trickles its body is answered 408
 	// body_timeout, or dropped. Streams (SSE, WebSocket, ACP) read no body
@@ -47,7 +53,8 @@ type Limits struct {
 
 // Defaults of Limits.
 const (
-	DefaultReadTimeout = 60 * time.Second
+	DefaultReadTimeout       = 60 * time.Second
+	DefaultStreamsPerSubject = 100
 	// readHeaderTimeout bounds the headers alone; idleTimeout closes a
 	// kept-alive connection nobody uses.
 	readHeaderTimeout = 10 * time.Second
@@ -81,6 +88,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.ReadTimeout <= 0 {
 		l.ReadTimeout = DefaultReadTimeout
+	}
+	if l.SSEPerSubject <= 0 {
+		l.SSEPerSubject = DefaultStreamsPerSubject
+	}
+	if l.WSPerSubject <= 0 {
+		l.WSPerSubject = DefaultStreamsPerSubject
 	}
 	return l
 }
@@ -123,6 +136,7 @@ type Server struct {
 	mu       sync.Mutex
 	closing  bool
 	streams  map[*stream]struct{}
+	open     map[streamKey]int // streams open (or opening) per subject and kind
 	shutdown chan struct{}
 
 	sseWriter, wsWriter, chatWriter *delivery.Writer
@@ -136,7 +150,7 @@ func New(o Options) *Server {
 		log = slog.Default()
 	}
 	s := &Server{rt: o.Runtime, guard: o.Guard, lim: o.Limits.withDefaults(), log: log, opts: o,
-		streams: map[*stream]struct{}{}, shutdown: make(chan struct{})}
+		streams: map[*stream]struct{}{}, open: map[streamKey]int{}, shutdown: make(chan struct{})}
 	s.sseWriter = s.writer("sse", s.lim.KeepAlive)
 	s.wsWriter = s.writer("ws", s.lim.WSPing)
 	s.chatWriter = s.writer("chat", s.lim.KeepAlive)
@@ -353,6 +367,46 @@ func (s *Server) Close(ctx context.Context) {
 	}
 	s.mu.Unlock()
 	<-done
+}
+
+// streamKey counts a subject's streams of one kind.
+type streamKey struct{ subject, kind string }
+
+// admit takes one of the subject's stream slots of kind; it reports false
+// (and takes nothing) when the subject holds as many as it may.
+func (s *Server) admit(subject, kind string) (limit int, ok bool) {
+	limit = s.lim.SSEPerSubject
+	if kind == "ws" {
+		limit = s.lim.WSPerSubject
+	}
+	k := streamKey{subject, slotKind(kind)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open[k] >= limit {
+		return limit, false
+	}
+	s.open[k]++
+	return limit, true
+}
+
+// slotKind is the cap a stream of kind counts against: a WebSocket the
+// WebSockets', any other (an event stream, a turn's chat stream) the event
+// streams'.
+func slotKind(kind string) string {
+	if kind == "ws" {
+		return "ws"
+	}
+	return "sse"
+}
+
+// release gives a stream slot back.
+func (s *Server) release(subject, kind string) {
+	k := streamKey{subject, slotKind(kind)}
+	s.mu.Lock()
+	if s.open[k]--; s.open[k] <= 0 {
+		delete(s.open, k)
+	}
+	s.mu.Unlock()
 }
 
 func (s *Server) track(st *stream) bool {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -19,14 +20,15 @@ import (
 // stream is one connected browser client: its subscriber actor and the
 // queue the actor fills and the connection's writer drains.
 type stream struct {
-	s    *Server
-	kind string // sse, ws or chat
-	id   string // the session
-	q    *delivery.Queue
-	pid  *actor.PID
-	sys  *actor.ActorSystem // where the subscriber lives (a rejoin replaces the runtime's)
-	mode string
-	conn net.Conn // a detached SSE stream's connection (Close may cut it)
+	s       *Server
+	kind    string // sse, ws or chat
+	id      string // the session
+	subject string // whose stream it is (a slot of Limits' per-subject caps)
+	q       *delivery.Queue
+	pid     *actor.PID
+	sys     *actor.ActorSystem // where the subscriber lives (a rejoin replaces the runtime's)
+	mode    string
+	conn    net.Conn // a detached SSE stream's connection (Close may cut it)
 }
 
 // lastEventID reads the resume position: the Last-Event-ID header, else the
@@ -60,6 +62,23 @@ func (s *Server) subscribe(c echo.Context, kind string, req *pb.Subscribe, sinkO
 		return nil, apiErr(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
 	}
 	id := c.Param("id")
+	subject := guard.IdentityOf(c).Subject
+	limit, ok := s.admit(subject, kind)
+	if !ok {
+		s.log.Warn("stream refused: too many open", "subject", subject, "kind", kind, "limit", limit)
+		what := "event streams"
+		if kind == "ws" {
+			what = "WebSockets"
+		}
+		return nil, apiErr(http.StatusTooManyRequests, "too_many_streams",
+			fmt.Sprintf("you already have %d %s open (the limit); close one first", limit, what))
+	}
+	opened := false
+	defer func() {
+		if !opened {
+			s.release(subject, kind)
+		}
+	}()
 	q := delivery.NewQueue(delivery.Limits{MaxBytes: s.lim.QueueBytes, MaxAge: s.lim.QueueAge}, nil)
 	var opts []actor.PropsOption
 	if s.opts.Props != nil {
@@ -67,10 +86,10 @@ func (s *Server) subscribe(c echo.Context, kind string, req *pb.Subscribe, sinkO
 	}
 	sys := s.rt.System()
 	pid := sys.Root.SpawnPrefix(delivery.Props(sinkOf(q), q, opts...), kind+"-")
-	st := &stream{s: s, kind: kind, id: id, q: q, pid: pid, sys: sys}
+	st := &stream{s: s, kind: kind, id: id, subject: subject, q: q, pid: pid, sys: sys}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), session.DefaultRequestTimeout)
 	defer cancel()
-	req.ClientKind, req.Subject = kind, guard.IdentityOf(c).Subject
+	req.ClientKind, req.Subject = kind, subject
 	r, err := delivery.Subscribe(ctx, s.rt, id, pid, req)
 	if err != nil {
 		sys.Root.Stop(pid)
@@ -92,6 +111,7 @@ func (s *Server) subscribe(c echo.Context, kind string, req *pb.Subscribe, sinkO
 		sys.Root.Stop(pid)
 		return nil, apiErr(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
 	}
+	opened = true
 	s.rt.Metrics().ClientUp(kind)
 	s.log.Debug("client subscribed", "session", id, "kind", kind, "mode", st.mode, "head", r.GetHead())
 	return st, nil
@@ -108,6 +128,7 @@ func (st *stream) run(ctx context.Context, w *delivery.Writer, t delivery.Transp
 func (st *stream) close() {
 	st.sys.Root.Stop(st.pid)
 	st.s.untrack(st)
+	st.s.release(st.subject, st.kind)
 	st.s.rt.Metrics().ClientDown(st.kind)
 }
 

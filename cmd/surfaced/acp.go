@@ -90,17 +90,19 @@ func newACPMount(f *config.File, rt *surfaced.Runtime, g *guard.Guard, gl config
 		return nil
 	}
 	srv := acpgw.New(acpgw.Options{
-		Runtime:              rt,
-		Logger:               log,
-		Path:                 s.Path,
-		AgentInfo:            acpgw.AgentInfo{Name: s.AgentInfo.Name, Title: s.AgentInfo.Title, Version: s.AgentInfo.Version},
-		WithholdToolPayloads: !s.ToolCallPayloads,
-		BufferBytes:          s.BufferBytes,
-		BufferAge:            s.BufferAge,
-		KeepAlive:            gl.SSEKeepalive,
-		BodyBytes:            gl.PromptBodyBytes,
-		Revoker:              g,
-		Props:                props,
+		Runtime:               rt,
+		Logger:                log,
+		Path:                  s.Path,
+		AgentInfo:             acpgw.AgentInfo{Name: s.AgentInfo.Name, Title: s.AgentInfo.Title, Version: s.AgentInfo.Version},
+		WithholdToolPayloads:  !s.ToolCallPayloads,
+		BufferBytes:           s.BufferBytes,
+		BufferAge:             s.BufferAge,
+		ConnectionsPerSubject: s.ConnectionsPerSubject,
+		SessionsPerConnection: s.SessionsPerConnection,
+		KeepAlive:             gl.SSEKeepalive,
+		BodyBytes:             gl.PromptBodyBytes,
+		Revoker:               g,
+		Props:                 props,
 	})
 	return &acpMount{srv: srv}
 }

@@ -151,6 +151,9 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 			WSPing:          gl.WSPing,
 			RequestTimeout:  gl.RequestTimeout,
 			ReadTimeout:     gl.ReadTimeout,
+			WSInflight:      gl.WSInflight,
+			SSEPerSubject:   gl.SSEPerSubject,
+			WSPerSubject:    gl.WSPerSubject,
 		},
 	})
 	hs := srv.HTTPServer()
