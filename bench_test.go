@@ -309,3 +309,47 @@ func ready(rt *surfaced.Runtime, id string) bool {
 	res, err := rt.Request(context.Background(), id, &pb.GetSummary{Caller: me})
 	return err == nil && res.(*pb.SessionSummary).GetStatus() == "ready"
 }
+
+// The 404 of a session id that is not the caller's, against SQLite: a
+// missing id, someone else's sleeping session, someone else's live one, and
+// (the reference) the owner's own live session. The three refusals do the
+// same work (one store read), and none starts anything.
+func BenchmarkNotFound(b *testing.B) {
+	st, err := sqlite.Open(context.Background(), b.TempDir(), sqlite.WithLogger(quietLogger()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	rt, live := benchRuntime(b, st, testkit.FakeAgent(b))
+	now := time.Now()
+	asleep := "zzzzzzzzzzzzzzzzzzzzzzzzzz"
+	if err := st.CreateSession(context.Background(), store.Session{ID: asleep, Owner: owner, Agent: "fake", Cwd: b.TempDir(),
+		Status: "idle", Created: now, Updated: now}); err != nil {
+		b.Fatal(err)
+	}
+	stranger := &pb.GetSummary{Caller: &pb.Caller{Subject: "stranger"}}
+	for _, c := range []struct {
+		name  string
+		id    string
+		msg   *pb.GetSummary
+		found bool
+	}{
+		{"missing", "aaaaaaaaaaaaaaaaaaaaaaaaaa", stranger, false},
+		{"foreign-asleep", asleep, stranger, false},
+		{"foreign-live", live, stranger, false},
+		{"own-live", live, &pb.GetSummary{Caller: me}, true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := context.Background()
+			for b.Loop() {
+				_, err := rt.Request(ctx, c.id, c.msg)
+				if (err == nil) != c.found {
+					b.Fatalf("%s: %v", c.name, err)
+				}
+			}
+			if n := len(rt.LiveSessions()); n != 1 {
+				b.Fatalf("%d sessions live", n)
+			}
+		})
+	}
+}

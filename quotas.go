@@ -2,9 +2,9 @@ package surfaced
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
+	"github.com/surfaced/surfaced/actors/session"
 	"github.com/surfaced/surfaced/store"
 )
 
@@ -35,8 +35,9 @@ func (q Quotas) withDefaults() Quotas {
 	return q
 }
 
-// ErrTooManySessions is what a QuotaError is (errors.Is).
-var ErrTooManySessions = errors.New("too many sessions")
+// ErrTooManySessions is what a QuotaError is (errors.Is); it is the
+// session package's, so that a refused activation is one too.
+var ErrTooManySessions = session.ErrTooManySessions
 
 // Scopes of a QuotaError.
 const (
@@ -61,6 +62,16 @@ func (e *QuotaError) Error() string {
 
 // Is makes errors.Is(err, ErrTooManySessions) hold.
 func (e *QuotaError) Is(target error) bool { return target == ErrTooManySessions }
+
+// admitSession is the directory's question before it activates a stored
+// session on this node (a request woke it): sessions revived after a
+// restart or a sleep count against the node's total like created ones.
+func (r *Runtime) admitSession() error {
+	if n := len(r.LiveSessions()); n >= r.quotas.SessionsTotal {
+		return &QuotaError{Scope: QuotaTotal, Count: n, Limit: r.quotas.SessionsTotal}
+	}
+	return nil
+}
 
 // checkQuotas refuses a new session of owner past a quota.
 func (r *Runtime) checkQuotas(ctx context.Context, owner string) error {

@@ -231,6 +231,7 @@ func New(cfg Config) (*Runtime, error) {
 		Activated:   r.activated,
 		Deactivated: r.deactivated,
 		Tracker:     tracker,
+		Admit:       r.admitSession,
 	}
 	if cfg.Cluster != nil {
 		if err := r.startCluster(); err != nil {

@@ -14,6 +14,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/actors/session"
 	"github.com/surfaced/surfaced/internal/delivery"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
@@ -228,8 +229,16 @@ func (a *attachment) subscribe() {
 	}
 	r, err := delivery.Subscribe(ctx, a.srv.rt, a.sessionID, a.self, &pb.Subscribe{ClientKind: "acp", Subject: a.conn.subject})
 	if err != nil {
-		if errors.Is(err, session.ErrNotFound) {
+		var quota *surfaced.QuotaError
+		switch {
+		case errors.Is(err, session.ErrNotFound):
 			a.root.Send(a.self, &subscribed{err: errNoSuchSession()})
+			return
+		case errors.As(err, &quota):
+			a.root.Send(a.self, &subscribed{err: errTooManySessions(quota)})
+			return
+		case errors.Is(err, session.ErrTooManySessions):
+			a.root.Send(a.self, &subscribed{err: errTooManySessions(&surfaced.QuotaError{Scope: surfaced.QuotaTotal})})
 			return
 		}
 		a.srv.log.Error("acp subscribe failed", "connection", a.conn.id, "session", a.sessionID, "err", err)

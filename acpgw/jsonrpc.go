@@ -249,6 +249,9 @@ func errTooManySessions(q *surfaced.QuotaError) *acp.RequestError {
 	msg := fmt.Sprintf("Too many sessions: you already have %d open; delete one first.", q.Count)
 	if q.Scope == surfaced.QuotaTotal {
 		msg = fmt.Sprintf("Too many sessions: this daemon already runs %d.", q.Count)
+		if q.Count == 0 {
+			msg = "Too many sessions: the node that serves this session runs as many as it may; try again later."
+		}
 	}
 	return &acp.RequestError{Code: codeInternal, Message: msg, Data: map[string]string{"code": "too_many_sessions"}}
 }

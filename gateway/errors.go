@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/actors/session"
 	"github.com/surfaced/surfaced/actors/surface"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
@@ -42,7 +43,7 @@ func statusOf(code string) int {
 		return http.StatusNotFound
 	case session.CodeEnded, session.CodeUnavailable, session.CodeUnknownUI, session.CodeTurnNotReplayable:
 		return http.StatusConflict
-	case session.CodeRateLimited, session.CodeInboxFull, session.CodeQueueFull:
+	case session.CodeRateLimited, session.CodeInboxFull, session.CodeQueueFull, session.CodeTooManySessions:
 		return http.StatusTooManyRequests
 	case session.CodeReadOnly:
 		return http.StatusForbidden
@@ -90,6 +91,7 @@ func notFound() *APIError {
 
 // fromRequestErr maps a directory error.
 func fromRequestErr(err error) *APIError {
+	var quota *surfaced.QuotaError
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		return notFound()
@@ -99,6 +101,12 @@ func fromRequestErr(err error) *APIError {
 		return apiErr(http.StatusGatewayTimeout, session.CodeOutcomeUnknown, "the store did not answer in time: the change may or may not have been made")
 	case errors.Is(err, store.ErrUnavailable):
 		return storeUnavailable("the store cannot be written now; nothing was changed, try again")
+	case errors.As(err, &quota):
+		// A stored session this node has no room to wake.
+		return apiErr(http.StatusTooManyRequests, "too_many_sessions",
+			fmt.Sprintf("this daemon already runs %d sessions (the limit); try again when one sleeps", quota.Count))
+	case errors.Is(err, session.ErrTooManySessions):
+		return apiErr(http.StatusTooManyRequests, "too_many_sessions", "the node that serves this session runs as many sessions as it may; try again later")
 	case errors.Is(err, session.ErrUnavailable):
 		return apiErr(http.StatusServiceUnavailable, "unavailable", "the session did not answer in time; try again")
 	}

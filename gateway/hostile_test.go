@@ -2,11 +2,13 @@ package gateway_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -19,11 +21,14 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/gorilla/websocket"
 
+	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/actors/dispatch"
 	"github.com/surfaced/surfaced/gateway"
 	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/internal/testkit"
 	"github.com/surfaced/surfaced/internal/testkit/daemon"
+	"github.com/surfaced/surfaced/store"
+	"github.com/surfaced/surfaced/store/memstore"
 )
 
 // liveHeap is the heap in use after a collection: what the process keeps.
@@ -490,5 +495,116 @@ func TestStreamsPerSubjectAreCapped(t *testing.T) {
 	}
 	if st, _ := alice.Do("GET", "/metrics", nil); st != http.StatusOK {
 		t.Fatalf("/metrics: %d", st)
+	}
+}
+
+// countingStore counts session reads.
+type countingStore struct {
+	store.Store
+	reads atomic.Int64
+}
+
+func (s *countingStore) GetSession(ctx context.Context, id string) (store.Session, error) {
+	s.reads.Add(1)
+	return s.Store.GetSession(ctx, id)
+}
+
+// Finding 7: bob asking for alice's sleeping session gets the 404 of a
+// missing id, for the same work (one store read), and alice's agent is not
+// started; nor is it for a live one. Sessions woken by a request count
+// against sessions_total.
+func TestForeignSessionIDStartsNothing(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	daemon.WriteTokens(t, tokens, map[string]string{"alice": "alice-secret-token", "bob": "bob-secret-token-1"})
+	// The agent counts its starts in a file.
+	starts := filepath.Join(t.TempDir(), "starts")
+	agent := testkit.FakeAgent(t)
+	st := &countingStore{Store: memstore.New()}
+	d := daemon.Start(t, daemon.Guard(func(c *guard.Config) { c.TokensFile = tokens }),
+		daemon.Config(func(c *surfaced.Config) { c.Store = st }),
+		daemon.Quotas(surfaced.Quotas{SessionsTotal: 2}),
+		daemon.Agents(surfaced.AgentSpec{Name: "fake", Argv: []string{"/bin/sh", "-c", `echo start >> "$0"; exec "$1"`, starts, agent[0]}}))
+	started := func() int {
+		b, _ := os.ReadFile(starts)
+		return strings.Count(string(b), "start")
+	}
+	alice, bob := d.As("alice-secret-token"), d.As("bob-secret-token-1")
+	s1, s2 := alice.Create(nil), alice.Create(nil)
+	sleepAll := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		d.Runtime.Local().StopAll(ctx, "idle")
+		daemon.Eventually(t, 10*time.Second, "every session asleep", func() bool { return len(d.Runtime.LiveSessions()) == 0 })
+	}
+	// Both agents are up (past their start line) before they are stopped.
+	daemon.Eventually(t, 10*time.Second, "both agents ready", func() bool {
+		_, a := alice.JSON("GET", "/api/sessions/"+s1, nil)
+		_, b := alice.JSON("GET", "/api/sessions/"+s2, nil)
+		return a["status"] == "ready" && b["status"] == "ready"
+	})
+	sleepAll()
+	if n := started(); n != 2 {
+		t.Fatalf("%d agent starts for two sessions", n)
+	}
+
+	missing := "aaaaaaaaaaaaaaaaaaaaaaaaaa"
+	probe := func(id string) (reads int64) {
+		t.Helper()
+		before := st.reads.Load()
+		for _, r := range []struct{ method, path string }{
+			{"GET", "/api/sessions/" + id},
+			{"GET", "/api/sessions/" + id + "/messages"},
+			{"POST", "/api/sessions/" + id + "/prompt"},
+			{"POST", "/api/sessions/" + id + "/surfaces/demo/increment"},
+			{"DELETE", "/api/sessions/" + id},
+		} {
+			var body any
+			if r.method == "POST" {
+				body = map[string]any{"message": "hi"}
+				if strings.Contains(r.path, "surfaces") {
+					body = map[string]any{}
+				}
+			}
+			code, out := bob.JSON(r.method, r.path, body)
+			if code != http.StatusNotFound || daemon.ErrCode(out) != "not_found" {
+				t.Fatalf("bob %s %s: %d %v", r.method, r.path, code, out)
+			}
+		}
+		if _, code, body := testkit.TryOpenSSE(d.URL+"/api/sessions/"+id+"/events", bob.Auth()); code != http.StatusNotFound {
+			t.Fatalf("bob's event stream of %s: %d %s", id, code, body)
+		}
+		return st.reads.Load() - before
+	}
+	missingReads := probe(missing)
+	for range 20 {
+		if reads := probe(s1); reads != missingReads {
+			t.Fatalf("a foreign sleeping session cost %d store reads, a missing one %d", reads, missingReads)
+		}
+	}
+	if n, live := started(), d.Runtime.LiveSessions(); n != 2 || len(live) != 0 {
+		t.Fatalf("bob's requests started alice's agent: %d starts, live %v", n, live)
+	}
+	// A live session of alice's: the same answer, for the same reads.
+	if code, _ := alice.JSON("GET", "/api/sessions/"+s1, nil); code != http.StatusOK {
+		t.Fatalf("alice wakes her session: %d", code)
+	}
+	if reads := probe(s1); reads != missingReads {
+		t.Fatalf("a foreign live session cost %d store reads, a missing one %d", reads, missingReads)
+	}
+
+	// sessions_total is 2: one live (s1) and one new make two; waking s2
+	// would be a third.
+	alice.Create(nil)
+	code, out := alice.JSON("GET", "/api/sessions/"+s2, nil)
+	if code != http.StatusTooManyRequests || daemon.ErrCode(out) != "too_many_sessions" {
+		t.Fatalf("waking a third session past sessions_total: %d %v", code, out)
+	}
+	// s1 again and the new one: nothing else.
+	daemon.Eventually(t, 10*time.Second, "four agent starts", func() bool { return started() == 4 })
+	if code, out := alice.JSON("GET", "/api/sessions/"+s2, nil); code != http.StatusTooManyRequests {
+		t.Fatalf("waking a third session past sessions_total, again: %d %v", code, out)
+	}
+	if n := started(); n != 4 {
+		t.Fatalf("%d agent starts, want 4 (s1, s2, s1 again, the new one)", n)
 	}
 }

@@ -62,4 +62,7 @@ const (
 	// CodeQueueFull: a surface domain's command queue is full (the agent is
 	// behind); nothing was run, try again later.
 	CodeQueueFull = "queue_full"
+	// CodeTooManySessions: the node runs as many sessions as it may and
+	// cannot wake this one now.
+	CodeTooManySessions = "too_many_sessions"
 )

@@ -41,9 +41,16 @@ func ClusterKind(deps *Deps) *cluster.Kind {
 // once and is sent again to the new owner, with a real back-off; a call that
 // reaches a node where the session cannot run (its lease is still elsewhere)
 // is asked again until the lease moves or the caller's deadline passes.
+//
+// A request reaches a grain only for the session's owner (or the daemon):
+// the owner is checked in the store first (and remembered: it never
+// changes), so that a foreign or missing id activates nothing anywhere,
+// and both cost one store read.
 type Cluster struct {
-	c   *cluster.Cluster
-	log *slog.Logger
+	c      *cluster.Cluster
+	log    *slog.Logger
+	store  store.Store
+	owners owners
 
 	mu      sync.Mutex
 	gone    map[string]chan struct{} // member address -> closed when it leaves
@@ -66,11 +73,12 @@ type eventstreamSub = struct{ unsubscribe func() }
 // NewCluster returns the Directory of c. It watches the topology and keeps
 // the PID cache free of grains that stopped (the library publishes
 // ActivationTerminated but never removes the cached PID).
-func NewCluster(c *cluster.Cluster, log *slog.Logger) *Cluster {
+func NewCluster(c *cluster.Cluster, st store.Store, log *slog.Logger) *Cluster {
 	if log == nil {
 		log = slog.Default()
 	}
-	d := &Cluster{c: c, log: log, gone: map[string]chan struct{}{}, closed: make(chan struct{})}
+	d := &Cluster{c: c, log: log, store: st, owners: owners{m: map[string]string{}},
+		gone: map[string]chan struct{}{}, closed: make(chan struct{})}
 	es := c.ActorSystem.EventStream
 	s := es.Subscribe(func(ev any) {
 		switch e := ev.(type) {
@@ -183,6 +191,9 @@ func (d *Cluster) Request(ctx context.Context, id string, msg proto.Message) (pr
 	}
 	dl, _ := ctx.Deadline()
 	msg = WithDeadline(msg, dl)
+	if err := d.checkOwner(ctx, id, msg); err != nil {
+		return nil, err
+	}
 	backoff := 25 * time.Millisecond
 	var last error
 	for attempt := 0; ; attempt++ {
@@ -216,6 +227,8 @@ func (d *Cluster) Request(ctx context.Context, id string, msg proto.Message) (pr
 				case CodeStoreUnavailable:
 					d.c.PidCache.Remove(id, GrainKind)
 					return nil, fmt.Errorf("session %s: %w", id, ErrStoreUnavailable)
+				case CodeTooManySessions:
+					return nil, fmt.Errorf("session %s: %w", id, ErrTooManySessions)
 				}
 				// The session cannot run there (yet): its lease is elsewhere
 				// or it is stopping. Ask the owner again.
@@ -232,6 +245,57 @@ func (d *Cluster) Request(ctx context.Context, id string, msg proto.Message) (pr
 			d.log.Debug("session request retried", "session", id, "pid", pid, "err", err, "attempt", attempt)
 		}
 	}
+}
+
+// checkOwner lets msg through when its caller owns the session (or is the
+// daemon); anyone else gets ErrNotFound. An owner seen before costs
+// nothing; a first request, a missing id and a foreign caller cost one
+// store read each.
+func (d *Cluster) checkOwner(ctx context.Context, id string, msg proto.Message) error {
+	subject, system := callerOf(msg)
+	if system {
+		return nil
+	}
+	if owner, ok := d.owners.get(id); ok && may(owner, subject, false) {
+		return nil
+	}
+	rec, err := d.store.GetSession(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrInvalid):
+		return ErrNotFound
+	case err != nil:
+		return fmt.Errorf("session %s: %w: %w", id, ErrUnavailable, err)
+	}
+	d.owners.put(id, rec.Owner)
+	if !may(rec.Owner, subject, false) {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// owners remembers the owners of sessions (an owner never changes). It is
+// bounded: when full it starts over.
+type owners struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+const maxOwners = 100_000
+
+func (o *owners) get(id string) (string, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	owner, ok := o.m[id]
+	return owner, ok
+}
+
+func (o *owners) put(id, owner string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.m) >= maxOwners {
+		clear(o.m)
+	}
+	o.m[id] = owner
 }
 
 func (d *Cluster) isClosed() bool {

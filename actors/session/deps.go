@@ -5,6 +5,7 @@
 package session
 
 import (
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -170,6 +171,23 @@ type Deps struct {
 	// Activated / Deactivated track the sessions live on this node.
 	Activated   func(id string, pid *actor.PID)
 	Deactivated func(id string, pid *actor.PID)
+	// Admit, when set, is asked before a stored session is activated on
+	// this node (woken by a request after a restart, a sleep, or a move):
+	// an error (errors.Is ErrTooManySessions) refuses the activation, so
+	// that revived sessions count against the node's session limit as
+	// created ones do.
+	Admit func() error
+}
+
+// ErrTooManySessions is what an activation refused by Deps.Admit is
+// (errors.Is): the node runs as many sessions as it may.
+var ErrTooManySessions = errors.New("too many sessions")
+
+func (d *Deps) admit() error {
+	if d.Admit == nil {
+		return nil
+	}
+	return d.Admit()
 }
 
 func (d *Deps) clock() clock.Clock {

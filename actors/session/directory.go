@@ -40,12 +40,18 @@ type Directory interface {
 }
 
 // Local is the single-node Directory: session actors live in this process.
+//
+// A request activates a stored session only for its owner (or the daemon
+// itself): the owner is checked in the store before the actor is spawned,
+// so that a guessed or foreign id never starts someone's agent, and the
+// refusal costs what a missing id's does (one store read, whether the
+// session is asleep, live or absent).
 type Local struct {
 	sys  *actor.ActorSystem
 	deps *Deps
 
 	mu     sync.Mutex
-	active map[string]*actor.PID
+	active map[string]liveSession
 	// activating serializes activation per session id.
 	activating map[string]*sync.Mutex
 	spawned    uint64
@@ -62,9 +68,34 @@ func (l *Local) Close() {
 	l.mu.Unlock()
 }
 
+// liveSession is an activated session: its actor, and whose it is.
+type liveSession struct {
+	pid   *actor.PID
+	owner string
+}
+
 // NewLocal returns a Directory hosting sessions in sys.
 func NewLocal(sys *actor.ActorSystem, deps *Deps) *Local {
-	return &Local{sys: sys, deps: deps, active: map[string]*actor.PID{}, activating: map[string]*sync.Mutex{}}
+	return &Local{sys: sys, deps: deps, active: map[string]liveSession{}, activating: map[string]*sync.Mutex{}}
+}
+
+// callerOf is who sends msg: the subject of its Caller (or of a
+// Subscribe), and whether it is the daemon itself. A message that names
+// no caller activates nothing.
+func callerOf(msg proto.Message) (subject string, system bool) {
+	switch m := msg.(type) {
+	case interface{ GetCaller() *pb.Caller }:
+		c := m.GetCaller()
+		return c.GetSubject(), c.GetSystem()
+	case *pb.Subscribe:
+		return m.GetSubject(), false
+	}
+	return "", false
+}
+
+// may reports whether a caller may reach a session of owner.
+func may(owner, subject string, system bool) bool {
+	return system || (subject != "" && subject == owner)
 }
 
 // Request implements Directory. A command carries the request's deadline
@@ -79,8 +110,9 @@ func (l *Local) Request(ctx context.Context, id string, msg proto.Message) (prot
 	}
 	dl, _ := ctx.Deadline()
 	msg = WithDeadline(msg, dl)
+	subject, system := callerOf(msg)
 	for attempt := 0; ; attempt++ {
-		pid, err := l.activate(ctx, id)
+		pid, err := l.activate(ctx, id, subject, system)
 		if err != nil {
 			return nil, err
 		}
@@ -150,7 +182,8 @@ func answerMargin(d time.Duration) time.Duration {
 
 // Send implements Directory.
 func (l *Local) Send(ctx context.Context, id string, msg proto.Message) error {
-	pid, err := l.activate(ctx, id)
+	subject, system := callerOf(msg)
+	pid, err := l.activate(ctx, id, subject, system)
 	if err != nil {
 		return err
 	}
@@ -162,7 +195,7 @@ func (l *Local) Send(ctx context.Context, id string, msg proto.Message) error {
 func (l *Local) Lookup(id string) *actor.PID {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.active[id]
+	return l.active[id].pid
 }
 
 // Live returns the ids of the active sessions.
@@ -181,8 +214,8 @@ func (l *Local) Live() []string {
 func (l *Local) StopAll(ctx context.Context, reason string) {
 	l.mu.Lock()
 	pids := make([]*actor.PID, 0, len(l.active))
-	for _, pid := range l.active {
-		pids = append(pids, pid)
+	for _, a := range l.active {
+		pids = append(pids, a.pid)
 	}
 	l.mu.Unlock()
 	StopEach(ctx, l.sys.Root, pids, reason)
@@ -209,16 +242,23 @@ func StopEach(ctx context.Context, root *actor.RootContext, pids []*actor.PID, r
 func (l *Local) forget(id string, pid *actor.PID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if cur, ok := l.active[id]; ok && cur.Equal(pid) {
+	if cur, ok := l.active[id]; ok && cur.pid.Equal(pid) {
 		delete(l.active, id)
 	}
 }
 
-func (l *Local) activate(ctx context.Context, id string) (*actor.PID, error) {
+// activate returns the actor of session id for a caller, spawning it from
+// the store when it is not live. A caller that may not reach the session
+// gets ErrNotFound, as for a missing id, after the same store read.
+func (l *Local) activate(ctx context.Context, id, subject string, system bool) (*actor.PID, error) {
 	l.mu.Lock()
-	if pid, ok := l.active[id]; ok {
+	if a, ok := l.active[id]; ok {
 		l.mu.Unlock()
-		return pid, nil
+		if may(a.owner, subject, system) {
+			return a.pid, nil
+		}
+		_, _ = l.load(ctx, id)
+		return nil, ErrNotFound
 	}
 	if l.closed {
 		l.mu.Unlock()
@@ -239,26 +279,26 @@ func (l *Local) activate(ctx context.Context, id string) (*actor.PID, error) {
 		l.mu.Unlock()
 	}()
 	l.mu.Lock()
-	if pid, ok := l.active[id]; ok {
+	if a, ok := l.active[id]; ok {
 		l.mu.Unlock()
-		return pid, nil
+		if may(a.owner, subject, system) {
+			return a.pid, nil
+		}
+		_, _ = l.load(ctx, id)
+		return nil, ErrNotFound
 	}
 	l.mu.Unlock()
 
-	if err := store.CheckSessionID(id); err != nil {
-		return nil, ErrNotFound
-	}
-	// A session that just slept may still have writes queued: its next
-	// activation must read them.
-	if err := l.deps.Writer.FlushSession(ctx, id); err != nil {
-		return nil, fmt.Errorf("session %s: %w", id, err)
-	}
-	rec, err := l.deps.Writer.Store().GetSession(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, ErrNotFound
-	}
+	rec, err := l.load(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("session %s: load: %w: %w", id, ErrStoreUnavailable, err)
+		return nil, err
+	}
+	// Ownership before activation: a foreign caller starts nothing.
+	if !may(rec.Owner, subject, system) {
+		return nil, ErrNotFound
+	}
+	if err := l.deps.admit(); err != nil {
+		return nil, fmt.Errorf("session %s: %w", id, err)
 	}
 	var pid *actor.PID
 	props := Props(Config{Record: rec, Deps: l.deps, OnStopping: func(p *actor.PID) { l.forget(id, p) }})
@@ -273,7 +313,27 @@ func (l *Local) activate(ctx context.Context, id string) (*actor.PID, error) {
 		return nil, fmt.Errorf("session %s: spawn: %w", id, err)
 	}
 	l.mu.Lock()
-	l.active[id] = pid
+	l.active[id] = liveSession{pid: pid, owner: rec.Owner}
 	l.mu.Unlock()
 	return pid, nil
+}
+
+// load reads a session's record, after the writes this node still has
+// queued for it (a session that just slept): ErrNotFound when the store
+// does not hold it.
+func (l *Local) load(ctx context.Context, id string) (store.Session, error) {
+	if err := store.CheckSessionID(id); err != nil {
+		return store.Session{}, ErrNotFound
+	}
+	if err := l.deps.Writer.FlushSession(ctx, id); err != nil {
+		return store.Session{}, fmt.Errorf("session %s: %w", id, err)
+	}
+	rec, err := l.deps.Writer.Store().GetSession(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Session{}, ErrNotFound
+	}
+	if err != nil {
+		return store.Session{}, fmt.Errorf("session %s: load: %w: %w", id, ErrStoreUnavailable, err)
+	}
+	return rec, nil
 }

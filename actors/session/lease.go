@@ -70,6 +70,12 @@ func (s *sessionActor) clusterInit(ctx actor.Context, m *cluster.ClusterInit) {
 		s.refuseFor(ctx, pb.Err(CodeMoved, "the session could not be loaded; try again"))
 		return
 	}
+	// A session woken here counts against this node's session limit.
+	if err := s.deps.admit(); err != nil {
+		s.log.Warn("session not activated: this node runs as many sessions as it may", "err", err)
+		s.refuseFor(ctx, pb.Err(CodeTooManySessions, "this node runs as many sessions as it may; try again later"))
+		return
+	}
 	if s.deps.Leaser != nil {
 		h, err := lease.Acquire(c, s.deps.Leaser, id, s.deps.NodeID, s.deps.leaseTTL())
 		if err != nil {
