@@ -2,6 +2,9 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +16,7 @@ import (
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/config"
 	"github.com/surfaced/surfaced/gateway"
+	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/internal/testkit"
 	"github.com/surfaced/surfaced/internal/testkit/daemon"
 )
@@ -170,4 +174,107 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 		return
 	}
 	_ = os.WriteFile(dir+"/"+name+".png", png, 0o644)
+}
+
+// Finding 6 of issue 14, in a real browser: alice is signed in; a page on
+// another site sends the browser to the start URL with bob's token, and
+// posts a forged confirmation. The browser stays alice. Opening bob's link
+// herself shows a confirmation page; only its button switches to bob.
+func TestBrowserStartURLCannotBeForced(t *testing.T) {
+	ctx := testkit.Browser(t)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	const aliceTok, bobTok = "alice-secret-token", "bob-secret-token-1"
+	daemon.WriteTokens(t, tokens, map[string]string{"alice": aliceTok, "bob": bobTok})
+	d := daemon.Start(t, daemon.Guard(func(c *guard.Config) { c.TokensFile = tokens }))
+	aliceSession, bobSession := d.As(aliceTok).Create(nil), d.As(bobTok).Create(nil)
+
+	// The other site: localhost is another site than 127.0.0.1.
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		switch r.URL.Path {
+		case "/navigate":
+			fmt.Fprintf(w, `<!doctype html><script>location.href = %q</script>`, d.URL+"/?token="+bobTok)
+		case "/post":
+			fmt.Fprintf(w, `<!doctype html><form method="post" action="%s"><input name="token" value="%s"><input name="next" value="/"><input name="confirm" value="x.9999999999"></form><script>document.forms[0].submit()</script>`,
+				d.URL+guard.SignInPath, bobTok)
+		}
+	}))
+	t.Cleanup(evil.Close)
+	evilURL := strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)
+
+	// whoseSessions lists, from a document of the daemon's (not the app,
+	// which may start a session of its own), the sessions the browser's
+	// cookie sees.
+	whoseSessions := func() string {
+		t.Helper()
+		if err := chromedp.Do(ctx, chromedp.Navigate(d.URL+"/style.css")); err != nil {
+			t.Fatal(err)
+		}
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](
+			`fetch('/api/sessions').then(r => r.json()).then(j => (j.sessions || []).map(s => s.sessionId).join(','))`,
+			chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.URL+"/?token="+aliceTok)); err != nil {
+		t.Fatal(err)
+	}
+	if got := whoseSessions(); got != aliceSession {
+		t.Fatalf("signed in with alice's link, the browser sees %q", got)
+	}
+
+	// The other site navigates the browser to bob's start URL.
+	if err := chromedp.Do(ctx, chromedp.Navigate(evilURL+"/navigate")); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "h1", "Sign-in refused")
+	if got := whoseSessions(); got != aliceSession {
+		t.Fatalf("after another site sent the browser to bob's link, it sees %q", got)
+	}
+	// ... and posts a confirmation it made up.
+	if err := chromedp.Do(ctx, chromedp.Navigate(evilURL+"/post")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		u, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`))
+		if strings.HasPrefix(u, d.URL) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the forged form did not reach the daemon: %s", u)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := whoseSessions(); got != aliceSession {
+		t.Fatalf("after another site posted a confirmation, the browser sees %q", got)
+	}
+
+	// Alice opens bob's link herself: she is asked, and stays alice until
+	// she confirms.
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.URL+"/?token="+bobTok)); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "h1", "Switch to bob?")
+	if err := chromedp.Do(ctx, chromedp.Click(`[data-testid="signin-switch"]`)); err != nil {
+		t.Fatal(err)
+	}
+	// The form posts, and the answer sends the browser on to / (the app).
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		u, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`))
+		if u == d.URL+"/" {
+			break
+		}
+		if time.Now().After(deadline) {
+			body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+			t.Fatalf("the confirmation did not land on /: %s: %s", u, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := whoseSessions(); got != bobSession {
+		t.Fatalf("after confirming the switch, the browser sees %q (alice %s, bob %s)", got, aliceSession, bobSession)
+	}
 }

@@ -76,6 +76,22 @@
 // text/html, the JSON error otherwise. Both carry Cache-Control: no-store
 // and Referrer-Policy: no-referrer. The cookie holds the token verbatim.
 //
+// A web page cannot use the exchange on a person's browser. A navigation
+// the browser marks Sec-Fetch-Site: cross-site or same-site (another
+// site's page, another port of the same host) is refused, 403 (a page, or
+// cross_site_signin). A browser whose cookie is valid for another subject
+// is not switched: it gets a confirmation page naming both subjects (JSON
+// 409 signin_needs_confirmation without text/html), whose form posts to
+// SignInPath; the POST switches the cookie only with a mark (an HMAC under
+// a per-process key, valid 10 minutes) bound to the browser's current
+// token and the new one, and not from another site. A navigation the
+// person started (Sec-Fetch-Site: none), one from the daemon's pages
+// (same-origin), a request without the header, a cookie of the same
+// subject or one no longer valid: signed in at once. Browsers send
+// Sec-Fetch-Site only to trustworthy origins (https, loopback): behind
+// plain HTTP on a LAN address the first rule cannot apply, the second
+// still does.
+//
 // Under NoAuth everyone is Identity{Subject: "anonymous"} and credentials
 // are not looked at; the Host and Origin gates still apply.
 //

@@ -12,7 +12,10 @@ import (
 //     answered 204 here, without authentication (browsers never send
 //     credentials on a preflight); handlers never see a preflight.
 //  4. Start URL exchange: GET of a public path with ?token=T sets the
-//     cookie and answers 303 to the URL without the token, or 401.
+//     cookie and answers 303 to the URL without the token, or 401; 403
+//     when another site sent the browser; a confirmation page when the
+//     browser is signed in as another subject (its form posts to
+//     SignInPath).
 //  5. Authentication: 401 unauthorized with WWW-Authenticate: Bearer.
 //     Public paths skip this step only; they still carry the identity
 //     when the request has a valid credential.

@@ -93,6 +93,7 @@ type Guard struct {
 	cookieName     string
 	launch         *tokenEntry // nil without Config.Token
 	tokensFile     string
+	markKey        [32]byte // signs the sign-in confirmation page's form
 
 	file atomic.Pointer[tokenSet] // nil without a tokens file
 
@@ -126,6 +127,7 @@ func New(cfg Config) (*Guard, error) {
 		allowedHosts:   map[host]struct{}{},
 		browserOrigins: map[parsedOrigin]struct{}{},
 		watches:        map[string]map[*watcher]struct{}{},
+		markKey:        newMarkKey(),
 	}
 	if g.log == nil {
 		g.log = slog.Default()

@@ -23,7 +23,8 @@ func (g *Guard) Handler(public func(path string) bool, next http.Handler) http.H
 
 // admit runs, in order: the Host gate, the Origin gate, CORS preflight
 // (answered here: preflights never carry credentials), the start URL
-// exchange (GET of a public path with ?token=), and authentication
+// exchange (GET of a public path with ?token=, and the POST of its
+// confirmation page), and authentication
 // (skipped for public paths, which still get the identity when the
 // request has a valid credential). It either answers the request and
 // returns false, or returns the request, its context carrying the
@@ -34,6 +35,10 @@ func (g *Guard) admit(w http.ResponseWriter, r *http.Request, public func(string
 	}
 	if isPreflight(r) {
 		g.writePreflight(w, r)
+		return nil, false
+	}
+	if !g.noAuth && r.Method == http.MethodPost && routePath(r) == SignInPath {
+		g.confirmSignIn(w, r)
 		return nil, false
 	}
 	isPublic := public != nil && public(routePath(r))
@@ -136,51 +141,6 @@ func (g *Guard) corsHeaders(w http.ResponseWriter, r *http.Request) {
 		h.Set("Access-Control-Allow-Origin", origin)
 		h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
 	}
-}
-
-// exchange turns GET <public page>?token=T into a browser-session cookie
-// and a 303 to the same URL without the token, so the token leaves the
-// address bar and the history. An invalid token gets a 401 (a page for a
-// browser, JSON otherwise).
-func (g *Guard) exchange(w http.ResponseWriter, r *http.Request) {
-	h := w.Header()
-	h.Set("Cache-Control", "no-store")
-	h.Set("Referrer-Policy", "no-referrer")
-	toks := r.URL.Query()["token"]
-	var id Identity
-	ok := len(toks) == 1
-	if ok {
-		id, ok = g.lookup(toks[0])
-	}
-	if !ok {
-		g.log.Info("start URL opened with an invalid token", "remote", r.RemoteAddr, "path", clip(r.URL.Path))
-		h.Set("WWW-Authenticate", "Bearer")
-		msg := "The token in this link is not valid (it may have been revoked, or the daemon restarted with a new one); open the start URL the daemon printed."
-		if wantsHTML(r) {
-			writeHTMLError(w, http.StatusUnauthorized, msg)
-			return
-		}
-		writeError(w, r, http.StatusUnauthorized, "unauthorized", msg)
-		return
-	}
-	if !cookieSafe(toks[0]) {
-		// Only a tokens-file token can get here: the file holds digests,
-		// so the token's characters were never checked.
-		writeError(w, r, http.StatusBadRequest, "token_not_cookie_safe",
-			"This token has characters a cookie cannot hold; use it as Authorization: Bearer, or choose a token of letters and digits.")
-		return
-	}
-	http.SetCookie(w, &http.Cookie{
-		Name:     g.cookieName,
-		Value:    toks[0],
-		Path:     "/",
-		HttpOnly: true,
-		SameSite: http.SameSiteStrictMode,
-		Secure:   r.TLS != nil,
-	})
-	g.log.Info("browser signed in through the start URL", "subject", id.Subject, "remote", r.RemoteAddr)
-	h.Set("Location", withoutToken(r.URL))
-	w.WriteHeader(http.StatusSeeOther)
 }
 
 // withoutToken is the request's own path and query, minus every "token"
