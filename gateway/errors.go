@@ -107,6 +107,8 @@ func fromRequestErr(err error) *APIError {
 			fmt.Sprintf("this daemon already runs %d sessions (the limit); try again when one sleeps", quota.Count))
 	case errors.Is(err, session.ErrTooManySessions):
 		return apiErr(http.StatusTooManyRequests, "too_many_sessions", "the node that serves this session runs as many sessions as it may; try again later")
+	case errors.Is(err, session.ErrClosed), errors.Is(err, surfaced.ErrShuttingDown):
+		return errShuttingDown()
 	case errors.Is(err, session.ErrUnavailable):
 		return apiErr(http.StatusServiceUnavailable, "unavailable", "the session did not answer in time; try again")
 	}

@@ -5,12 +5,14 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -133,6 +135,15 @@ type Server struct {
 	e     *echo.Echo
 	opts  Options
 
+	// drain ends the requests in flight at Close (their sessions have
+	// stopped by then: nothing will answer them); they are answered 503
+	// shutting_down.
+	drain       context.Context
+	cancelDrain context.CancelFunc
+	// lastRefused is when a request last came in during the shutdown
+	// (Unix ns): Close waits for the clients to go quiet.
+	lastRefused atomic.Int64
+
 	mu       sync.Mutex
 	closing  bool
 	streams  map[*stream]struct{}
@@ -151,6 +162,7 @@ func New(o Options) *Server {
 	}
 	s := &Server{rt: o.Runtime, guard: o.Guard, lim: o.Limits.withDefaults(), log: log, opts: o,
 		streams: map[*stream]struct{}{}, open: map[streamKey]int{}, shutdown: make(chan struct{})}
+	s.drain, s.cancelDrain = context.WithCancel(context.Background())
 	s.sseWriter = s.writer("sse", s.lim.KeepAlive)
 	s.wsWriter = s.writer("ws", s.lim.WSPing)
 	s.chatWriter = s.writer("chat", s.lim.KeepAlive)
@@ -159,6 +171,7 @@ func New(o Options) *Server {
 	e.HidePort = true
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{}))
+	e.Use(s.refuseWhenClosing)
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableErrorHandler: false, LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
 		log.Error("panic in handler", "path", c.Request().URL.Path, "err", err, "stack", string(stack))
 		return err
@@ -253,7 +266,7 @@ func (s *Server) routes() {
 	})
 	e.GET("/readyz", func(c echo.Context) error {
 		if s.isClosing() {
-			return apiErr(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
+			return errShuttingDown()
 		}
 		if !s.rt.Ready() {
 			return apiErr(http.StatusServiceUnavailable, "not_ready", "this node is out of step with the cluster right now (rejoining, or leaving)")
@@ -323,6 +336,57 @@ func (s *Server) corsMounts() echo.MiddlewareFunc {
 	}
 }
 
+// refuseWhenClosing answers every new request 503 shutting_down once the
+// daemon is shutting down (the liveness probe aside), so that a client
+// learns it at once instead of queueing work nothing will do. Every answer
+// written from then on closes its connection: a client then sends its next
+// request on a new one (answered, or refused once the listener is closed),
+// never on a kept-alive connection the HTTP server closes as idle while
+// the request is on its way.
+func (s *Server) refuseWhenClosing(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		res := c.Response()
+		if s.isClosing() && c.Request().URL.Path != "/healthz" {
+			s.lastRefused.Store(time.Now().UnixNano())
+			res.Header().Set("Connection", "close")
+			return errShuttingDown()
+		}
+		res.Before(func() {
+			if s.isClosing() {
+				res.Header().Set("Connection", "close")
+			}
+		})
+		return next(c)
+	}
+}
+
+func errShuttingDown() *APIError {
+	return apiErr(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down; try again when it is back")
+}
+
+// requestContext bounds a request to a session: the caller's context, the
+// request timeout, and the daemon's drain at Close.
+func (s *Server) requestContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(parent, s.lim.RequestTimeout)
+	stop := context.AfterFunc(s.drain, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}
+
+// askErr maps the error of a request to a session: while the daemon shuts
+// down, every failure but "not found" is shutting_down.
+func (s *Server) askErr(err error) error {
+	if s.isClosing() && !errors.Is(err, session.ErrNotFound) {
+		return errShuttingDown()
+	}
+	if ae := fromRequestErr(err); ae != nil {
+		return ae
+	}
+	return err
+}
+
 func (s *Server) isClosing() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -338,17 +402,28 @@ func (s *Server) Shutdown(ctx context.Context) {
 		return
 	}
 	s.closing = true
+	s.lastRefused.Store(time.Now().UnixNano())
 	close(s.shutdown)
 	s.mu.Unlock()
 }
 
-// Close waits, within ctx, for the streams to end (after Shutdown they end
-// within the shutdown grace, sooner when the runtime's shutdown ended their
-// sessions), then cuts the connections of those still open. Call it after
-// the runtime's Shutdown: SSE streams run off their requests, so the HTTP
-// server's own Shutdown does not wait for them.
+// Close answers the requests still waiting for a session 503
+// shutting_down, waits, within ctx, for the streams to end (after Shutdown
+// they end within the shutdown grace, sooner when the runtime's shutdown
+// ended their sessions), then cuts the connections of those still open.
+// Call it after the runtime's Shutdown (the sessions have stopped: nothing
+// answers those requests any more), before the HTTP server's Shutdown,
+// which waits for the handlers: SSE streams run off their requests, so it
+// does not wait for them.
+//
+// Last it waits, within ctx, until no request has come for quietAfter: the
+// clients have heard shutting_down and stopped, and the HTTP server's
+// Shutdown (which closes the listener, resetting the connections still in
+// its backlog, and the idle kept-alive ones) finds nobody on the way.
 func (s *Server) Close(ctx context.Context) {
 	s.Shutdown(ctx)
+	s.cancelDrain()
+	defer s.quiesce(ctx)
 	done := make(chan struct{})
 	go func() {
 		s.detached.Wait()
@@ -407,6 +482,27 @@ func (s *Server) release(subject, kind string) {
 		delete(s.open, k)
 	}
 	s.mu.Unlock()
+}
+
+// quietAfter is how long no request must have come before the shutdown
+// goes on to close the listener.
+const quietAfter = 250 * time.Millisecond
+
+// quiesce waits until no request has come for quietAfter, or ctx ends.
+func (s *Server) quiesce(ctx context.Context) {
+	for {
+		wait := quietAfter - time.Since(time.Unix(0, s.lastRefused.Load()))
+		if wait <= 0 {
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
 }
 
 func (s *Server) track(st *stream) bool {

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -27,14 +26,11 @@ func (s *Server) caller(c echo.Context) *pb.Caller {
 
 // ask sends a request to a session on behalf of the HTTP request.
 func (s *Server) ask(c echo.Context, msg proto.Message) (proto.Message, error) {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), s.lim.RequestTimeout)
+	ctx, cancel := s.requestContext(c.Request().Context())
 	defer cancel()
 	res, err := s.rt.Request(ctx, c.Param("id"), msg)
 	if err != nil {
-		if ae := fromRequestErr(err); ae != nil {
-			return nil, ae
-		}
-		return nil, err
+		return nil, s.askErr(err)
 	}
 	return res, nil
 }
@@ -72,7 +68,7 @@ func (s *Server) createSession(c echo.Context) error {
 		return err
 	}
 	if s.isClosing() {
-		return apiErr(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
+		return errShuttingDown()
 	}
 	opts := surfaced.CreateOptions{Owner: guard.IdentityOf(c).Subject}
 	if body.Agent != nil {
@@ -103,7 +99,7 @@ func (s *Server) createSession(c echo.Context) error {
 	case errors.Is(err, surfaced.ErrBadCwd):
 		return apiErr(http.StatusBadRequest, "invalid_cwd", sentence(err), "cwd")
 	case err != nil:
-		return err
+		return s.askErr(err)
 	}
 	return c.JSON(http.StatusCreated, map[string]string{"sessionId": id})
 }
@@ -226,15 +222,12 @@ func (s *Server) purgeSession(c echo.Context) error {
 	if err := s.ownSession(c); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(c.Request().Context(), session.DefaultRequestTimeout)
+	ctx, cancel := s.requestContext(c.Request().Context())
 	defer cancel()
 	if err := s.rt.PurgeSession(ctx, c.Param("id")); errors.Is(err, surfaced.ErrSessionNotFound) {
 		return notFound()
 	} else if err != nil {
-		if ae := fromRequestErr(err); ae != nil {
-			return ae
-		}
-		return err
+		return s.askErr(err)
 	}
 	return c.JSON(http.StatusOK, map[string]bool{"ok": true})
 }

@@ -59,7 +59,7 @@ func (s *Server) openStream(c echo.Context, kind, last string) (*stream, error) 
 // registers nothing: it returns a nil stream and no error.
 func (s *Server) subscribe(c echo.Context, kind string, req *pb.Subscribe, sinkOf func(*delivery.Queue) delivery.Sink) (*stream, error) {
 	if s.isClosing() {
-		return nil, apiErr(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
+		return nil, errShuttingDown()
 	}
 	id := c.Param("id")
 	subject := guard.IdentityOf(c).Subject
@@ -87,16 +87,13 @@ func (s *Server) subscribe(c echo.Context, kind string, req *pb.Subscribe, sinkO
 	sys := s.rt.System()
 	pid := sys.Root.SpawnPrefix(delivery.Props(sinkOf(q), q, opts...), kind+"-")
 	st := &stream{s: s, kind: kind, id: id, subject: subject, q: q, pid: pid, sys: sys}
-	ctx, cancel := context.WithTimeout(c.Request().Context(), session.DefaultRequestTimeout)
+	ctx, cancel := s.requestContext(c.Request().Context())
 	defer cancel()
 	req.ClientKind, req.Subject = kind, subject
 	r, err := delivery.Subscribe(ctx, s.rt, id, pid, req)
 	if err != nil {
 		sys.Root.Stop(pid)
-		if ae := fromRequestErr(err); ae != nil {
-			return nil, ae
-		}
-		return nil, err
+		return nil, s.askErr(err)
 	}
 	if r.GetError() != nil {
 		sys.Root.Stop(pid)
@@ -109,7 +106,7 @@ func (s *Server) subscribe(c echo.Context, kind string, req *pb.Subscribe, sinkO
 	st.mode = r.GetMode()
 	if !s.track(st) {
 		sys.Root.Stop(pid)
-		return nil, apiErr(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
+		return nil, errShuttingDown()
 	}
 	opened = true
 	s.rt.Metrics().ClientUp(kind)

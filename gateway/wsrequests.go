@@ -52,14 +52,11 @@ func wsReply(id *string, ok bool, fields map[string]any, err error) []byte {
 }
 
 func (s *Server) wsAsk(ctx context.Context, id string, msg proto.Message) (proto.Message, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.lim.RequestTimeout)
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	res, err := s.rt.Request(ctx, id, msg)
 	if err != nil {
-		if ae := fromRequestErr(err); ae != nil {
-			return nil, ae
-		}
-		return nil, err
+		return nil, s.askErr(err)
 	}
 	return res, nil
 }
