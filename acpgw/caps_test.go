@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/surfaced/surfaced/acpgw"
+	"github.com/surfaced/surfaced/internal/testkit"
 	"github.com/surfaced/surfaced/internal/testkit/daemon"
 )
 
@@ -72,10 +73,10 @@ func TestConnectionAndSessionCaps(t *testing.T) {
 	closeID := first.Request("session/close", map[string]any{"sessionId": s1}, s1)
 	first.Response(first.Stream(s1), closeID)
 	first.CloseStream(s1)
-	daemon.Eventually(t, 10*time.Second, "a session slot back", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		st, _, _ := d.SendACP(t, "POST", resume, first.Header(other))
 		return st == http.StatusAccepted
-	})
+	}, "a session slot back")
 	// The answer goes to the session's stream.
 	if res := first.Response(first.Stream(other), 99); res["result"] == nil {
 		t.Fatalf("resume after a session was closed: %v", res)

@@ -237,17 +237,10 @@ func TestBrowserStartURLCannotBeForced(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(evilURL+"/post")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		u, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`))
-		if strings.HasPrefix(u, d.URL) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the forged form did not reach the daemon: %s", u)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return strings.HasPrefix(u, d.URL)
+	}, "the forged form's answer from the daemon")
 	if got := whoseSessions(); got != aliceSession {
 		t.Fatalf("after another site posted a confirmation, the browser sees %q", got)
 	}
@@ -262,18 +255,17 @@ func TestBrowserStartURLCannotBeForced(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The form posts, and the answer sends the browser on to / (the app).
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		u, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`))
-		if u == d.URL+"/" {
-			break
-		}
-		if time.Now().After(deadline) {
+	var at string
+	t.Cleanup(func() {
+		if t.Failed() {
 			body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
-			t.Fatalf("the confirmation did not land on /: %s: %s", u, body)
+			t.Logf("the browser is at %s: %s", at, body)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	})
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		at, _ = chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`))
+		return at == d.URL+"/"
+	}, "the confirmation to land on /")
 	if got := whoseSessions(); got != bobSession {
 		t.Fatalf("after confirming the switch, the browser sees %q (alice %s, bob %s)", got, aliceSession, bobSession)
 	}

@@ -87,14 +87,13 @@ func goroutines() int {
 // slack for the runtime's own), dumping them if not.
 func goroutinesBackTo(t *testing.T, base int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for goroutines() > base+2 {
-		if time.Now().After(deadline) {
+	t.Cleanup(func() {
+		if t.Failed() {
 			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines, %d at the baseline:\n%s", goroutines(), base, buf[:runtime.Stack(buf, true)])
+			t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	})
+	testkit.Eventually(t, 20*time.Second, func() bool { return goroutines() <= base+2 }, "goroutines back to %d", base)
 }
 
 // warmProcessRegistry registers and removes enough processes that every
@@ -156,7 +155,7 @@ func TestWebSocketFloodOfRepliesIsBounded(t *testing.T) {
 	warm := d.WS(id, "")
 	warm.Wait("ready", event("session", func(d map[string]any) bool { return d["status"] == "ready" }))
 	warm.Conn.Close()
-	daemon.Eventually(t, 10*time.Second, "the warm-up client gone", func() bool { return clientsGauge(t, d, "ws") == "0" })
+	testkit.Eventually(t, 10*time.Second, func() bool { return clientsGauge(t, d, "ws") == "0" }, "the warm-up client gone")
 
 	baseHeap := liveHeap()
 	baseG := goroutines()
@@ -204,19 +203,19 @@ func TestWebSocketFloodOfRepliesIsBounded(t *testing.T) {
 		t.Errorf("heap peaked at %s with %d flooding sockets (at most %s expected)", mib(top), sockets, mib(limit))
 	}
 	cuts := ""
-	daemon.Eventually(t, 20*time.Second, "the sockets' streams gone and counted as cut", func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		_, out := d.JSON("GET", "/metrics", nil)
 		cuts = out["_raw"].(string)
 		return clientsGauge(t, d, "ws") == "0" && strings.Contains(cuts, fmt.Sprintf(`surfaced_slow_consumer_cuts_total{kind="ws"} %d`, sockets))
-	})
+	}, "the sockets' streams gone and counted as cut")
 	// Nothing of the connections outlives them: their requests in flight
 	// end with them, their queues and replies are released.
 	goroutinesBackTo(t, baseG)
 	var after uint64
-	daemon.Eventually(t, 20*time.Second, "the heap back to the baseline", func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		after = liveHeap()
 		return after < baseHeap+2<<20
-	})
+	}, "the heap back to the baseline")
 	t.Logf("heap after the sockets closed: %s (baseline %s)", mib(after), mib(baseHeap))
 }
 
@@ -290,7 +289,7 @@ func TestConnectDisconnectCyclesLeaveNothing(t *testing.T) {
 						t.Fatalf("cycle %d: %v", i, err)
 					}
 				}
-				daemon.Eventually(t, 20*time.Second, "every stream closed", func() bool { return clientsGauge(t, d, kind) == "0" })
+				testkit.Eventually(t, 20*time.Second, func() bool { return clientsGauge(t, d, kind) == "0" }, "every stream closed")
 			}
 			// Warm up: pools, maps and the session's sets reach their
 			// working size.
@@ -329,10 +328,10 @@ func TestWebSocketSlowConsumerGetsTheEndFrame(t *testing.T) {
 		}
 	}
 	fast.Wait("the last fill", event("state", func(d map[string]any) bool { return d["key"] == "surface:demo" && d["rev"] == 61.0 }))
-	daemon.Eventually(t, 15*time.Second, "the cut counted", func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		_, out := d.JSON("GET", "/metrics", nil)
 		return strings.Contains(out["_raw"].(string), `surfaced_slow_consumer_cuts_total{kind="ws"} 1`)
-	})
+	}, "the cut counted")
 	// Reading again: the frames that were blocked, then the end frame and
 	// the close.
 	_ = slow.SetReadDeadline(time.Now().Add(30 * time.Second))
@@ -469,13 +468,13 @@ func TestStreamsPerSubjectAreCapped(t *testing.T) {
 	bobStream := testkit.OpenSSE(t, url(bobID), bob.Auth())
 	bobStream.Wait(t, 10*time.Second, "bob's first frame", testkit.IsKind("session"))
 	held[0].Close()
-	daemon.Eventually(t, 10*time.Second, "alice's slot back", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		s, st, _ := testkit.TryOpenSSE(url(aliceID), alice.Auth())
 		if s != nil {
 			t.Cleanup(s.Close)
 		}
 		return st == http.StatusOK
-	})
+	}, "alice's slot back")
 
 	wsURL := strings.Replace(d.URL, "http://", "ws://", 1) + "/api/sessions/" + aliceID + "/ws"
 	for range 2 {
@@ -534,14 +533,14 @@ func TestForeignSessionIDStartsNothing(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		d.Runtime.Local().StopAll(ctx, "idle")
-		daemon.Eventually(t, 10*time.Second, "every session asleep", func() bool { return len(d.Runtime.LiveSessions()) == 0 })
+		testkit.Eventually(t, 10*time.Second, func() bool { return len(d.Runtime.LiveSessions()) == 0 }, "every session asleep")
 	}
 	// Both agents are up (past their start line) before they are stopped.
-	daemon.Eventually(t, 10*time.Second, "both agents ready", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		_, a := alice.JSON("GET", "/api/sessions/"+s1, nil)
 		_, b := alice.JSON("GET", "/api/sessions/"+s2, nil)
 		return a["status"] == "ready" && b["status"] == "ready"
-	})
+	}, "both agents ready")
 	sleepAll()
 	if n := started(); n != 2 {
 		t.Fatalf("%d agent starts for two sessions", n)
@@ -600,7 +599,7 @@ func TestForeignSessionIDStartsNothing(t *testing.T) {
 		t.Fatalf("waking a third session past sessions_total: %d %v", code, out)
 	}
 	// s1 again and the new one: nothing else.
-	daemon.Eventually(t, 10*time.Second, "four agent starts", func() bool { return started() == 4 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return started() == 4 }, "four agent starts")
 	if code, out := alice.JSON("GET", "/api/sessions/"+s2, nil); code != http.StatusTooManyRequests {
 		t.Fatalf("waking a third session past sessions_total, again: %d %v", code, out)
 	}

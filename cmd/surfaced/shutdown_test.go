@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/surfaced/surfaced/internal/testkit"
 )
 
 // loadResult is what the load saw: every answer by status and code, and
@@ -129,7 +131,12 @@ func TestSIGTERMUnderLoadAnswersEveryRequest(t *testing.T) {
 	for range workers {
 		<-started
 	}
-	time.Sleep(500 * time.Millisecond) // the load runs a while before the signal
+	// The load runs a while (a thousand answers) before the signal.
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		res.mu.Lock()
+		defer res.mu.Unlock()
+		return res.answers["200"] >= 1000
+	}, "a thousand answers")
 	t0 := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
