@@ -47,10 +47,10 @@ func ClusterKind(deps *Deps) *cluster.Kind {
 // changes), so that a foreign or missing id activates nothing anywhere,
 // and both cost one store read.
 type Cluster struct {
-	c      *cluster.Cluster
-	log    *slog.Logger
-	store  store.Store
-	owners owners
+	c        *cluster.Cluster
+	log      *slog.Logger
+	store    store.Store
+	subjects owners // the owner of each session asked about
 
 	mu      sync.Mutex
 	gone    map[string]chan struct{} // member address -> closed when it leaves
@@ -77,7 +77,7 @@ func NewCluster(c *cluster.Cluster, st store.Store, log *slog.Logger) *Cluster {
 	if log == nil {
 		log = slog.Default()
 	}
-	d := &Cluster{c: c, log: log, store: st, owners: owners{m: map[string]string{}},
+	d := &Cluster{c: c, log: log, store: st, subjects: owners{m: map[string]string{}},
 		gone: map[string]chan struct{}{}, closed: make(chan struct{})}
 	es := c.ActorSystem.EventStream
 	s := es.Subscribe(func(ev any) {
@@ -256,7 +256,7 @@ func (d *Cluster) checkOwner(ctx context.Context, id string, msg proto.Message) 
 	if system {
 		return nil
 	}
-	if owner, ok := d.owners.get(id); ok && may(owner, subject, false) {
+	if owner, ok := d.subjects.get(id); ok && may(owner, subject, false) {
 		return nil
 	}
 	rec, err := d.store.GetSession(ctx, id)
@@ -266,7 +266,7 @@ func (d *Cluster) checkOwner(ctx context.Context, id string, msg proto.Message) 
 	case err != nil:
 		return fmt.Errorf("session %s: %w: %w", id, ErrUnavailable, err)
 	}
-	d.owners.put(id, rec.Owner)
+	d.subjects.put(id, rec.Owner)
 	if !may(rec.Owner, subject, false) {
 		return ErrNotFound
 	}
