@@ -16,7 +16,8 @@
     "new-session-button", "no-agents", "session-list", "session-list-empty", "session-title",
     "end-session", "session-status", "session-queued", "session-activity", "status-chips",
     "empty-state", "chat-log", "chat-history", "chat-live", "widgets", "dialogs", "composer",
-    "composer-input", "abort", "send", "surface-panels", "toasts",
+    "composer-input", "abort", "send", "surface-panels", "toasts", "chat", "attachments", "attach-input",
+    "attach", "drop-zone", "lightbox", "lightbox-name", "lightbox-open", "lightbox-img",
   ]) {
     el[id.replace(/-([a-z])/g, (_, c) => c.toUpperCase())] = document.getElementById(id);
   }
@@ -271,9 +272,11 @@
       for (const panel of cur.panels.values()) panel.dispose();
       cur.panels.clear();
       for (const off of cur.disposers) off();
+      clearDrafts(cur);
       cur.session.close();
     }
     app.current = null;
+    renderDrafts(null);
     el.chatHistory.replaceChildren();
     el.chatLive.replaceChildren();
     el.dialogs.replaceChildren();
@@ -321,6 +324,8 @@
       ended: false,
       disposers: [],
       closed: false,
+      drafts: [], // files attached in the composer, see addFiles
+      artifacts: new Map(), // artifact id → Promise of {artifact, url} (see artifactInfo)
     };
     app.current = cur;
     show(el.emptyState, false);
@@ -448,6 +453,7 @@
     const closedForGood = cur.ended && cur.endReason !== "idle" && cur.endReason !== "shutdown" && cur.endReason !== "crashed";
     el.composerInput.disabled = closedForGood;
     el.send.disabled = closedForGood;
+    el.attach.disabled = closedForGood;
   }
 
   function onSessionFrame(cur, f) {
@@ -533,6 +539,10 @@
     }
     const m = r.message;
     if (!m) return;
+    if (chunk.type === "data-user-message") {
+      const ids = chunk.data && chunk.data.attachmentIds;
+      m.attachmentIds = Array.isArray(ids) ? ids.filter((x) => typeof x === "string") : undefined;
+    }
     markDirty(cur, m.id);
     if (m.role === "user" && m.promptId !== undefined) dropHistoryPrompt(cur, m.promptId);
     if (chunk.type === "start") {
@@ -636,7 +646,8 @@
     let last = null;
     entries.forEach((e, i) => {
       if (e.role === "user") {
-        out.push({ id: "h-" + i, role: "user", promptId: e.promptId, text: e.text || "", via: e.via, queued: false, turnId: e.turnId, at: e.at });
+        out.push({ id: "h-" + i, role: "user", promptId: e.promptId, text: e.text || "", via: e.via, queued: false, turnId: e.turnId, at: e.at,
+          attachmentIds: Array.isArray(e.attachmentIds) ? e.attachmentIds.filter((x) => typeof x === "string") : undefined });
         last = null;
         return;
       }
@@ -695,8 +706,10 @@
           h("span", { class: "who", text: "You" }),
           m.via && m.via !== "browser" ? h("span", { class: "badge", text: "via " + m.via }) : null,
           m.queued ? h("span", { class: "badge queued", "data-testid": "chat-queued", text: "queued" }) : null,
-          m.images && m.images.length ? h("span", { class: "badge", text: m.images.length + " image" + (m.images.length > 1 ? "s" : "") }) : null),
-        h("div", { class: "text", text: m.text }));
+          m.images ? h("span", { class: "badge", text: m.images + " image" + (m.images > 1 ? "s" : "") }) : null),
+        m.attachmentIds && m.attachmentIds.length ? h("div", { class: "msg-attachments", "data-testid": "chat-attachments" },
+          m.attachmentIds.map((id) => artifactView(cur, id, "chat-attachment"))) : null,
+        m.text ? h("div", { class: "text", text: m.text }) : null);
     }
     const key = m.turnId !== undefined ? "t:" + m.turnId : m.id;
     const parts = m.parts.map((p, i) => {
@@ -746,20 +759,330 @@
   async function sendPrompt() {
     const cur = app.current;
     const text = el.composerInput.value;
-    if (!cur || text.trim() === "" || el.send.disabled) return;
+    if (!cur || el.send.disabled) return;
+    if (text.trim() === "" && cur.drafts.length === 0) return;
+    if (cur.drafts.some((d) => d.state === "error")) {
+      toast("Remove the attachments that failed to upload, then send again.", "error");
+      return;
+    }
     el.send.disabled = true;
     try {
-      await cur.session.prompt(text);
+      // A prompt waits for its attachments: they are uploading already, their chips show how far.
+      const drafts = cur.drafts.slice();
+      if (drafts.some((d) => d.state === "uploading")) {
+        el.send.textContent = "Uploading…";
+        await Promise.allSettled(drafts.map((d) => d.done));
+        el.send.textContent = "Send";
+        if (!live(cur)) return;
+        if (drafts.some((d) => d.state !== "done" && cur.drafts.includes(d))) {
+          toast("An attachment did not upload; remove it or try again.", "error");
+          return;
+        }
+      }
+      const sent = drafts.filter((d) => d.state === "done" && cur.drafts.includes(d));
+      if (text.trim() === "" && sent.length === 0) return;
+      const ids = sent.map((d) => d.artifact.id);
+      await cur.session.prompt(text, ids.length ? { attachmentIds: ids } : undefined);
       if (el.composerInput.value === text) el.composerInput.value = "";
+      for (const d of sent) removeDraft(cur, d, true);
       autoSize();
     } catch (e) {
       toast("The message was not sent: " + errorMessage(e), "error");
     } finally {
+      el.send.textContent = "Send";
       if (live(cur)) renderHeader(cur);
       el.send.disabled = el.composerInput.disabled;
       el.composerInput.focus();
     }
   }
+
+  // ---- attachments: files attached in the composer upload at once (session.artifacts.upload),
+  // each with its chip showing progress; the prompt names them by id (attachmentIds).
+
+  const MAX_ATTACHMENTS = 32; // the daemon's limit per prompt
+  let draftSeq = 0;
+
+  function addFiles(files) {
+    const cur = app.current;
+    if (!cur || cur.closed || el.composerInput.disabled) return;
+    const list = Array.from(files || []).filter((f) => f && typeof f.size === "number");
+    for (const file of list) {
+      if (cur.drafts.length >= MAX_ATTACHMENTS) {
+        toast("A message takes at most " + MAX_ATTACHMENTS + " attachments.", "warning");
+        break;
+      }
+      const d = {
+        key: "d" + ++draftSeq,
+        file: file,
+        name: file.name || "file",
+        size: file.size,
+        type: file.type || "application/octet-stream",
+        state: "uploading",
+        loaded: 0,
+        artifact: null,
+        error: null,
+        preview: isImageType(file.type) ? URL.createObjectURL(file) : null,
+        controller: new AbortController(),
+        node: null,
+      };
+      cur.drafts.push(d);
+      d.done = cur.session.artifacts.upload(file, {
+        name: d.name,
+        signal: d.controller.signal,
+        onProgress: (p) => {
+          d.loaded = p.loaded;
+          if (p.total) d.size = p.total;
+          updateDraft(d);
+        },
+      }).then((res) => {
+        if (!res || !res.artifact) throw new S.Error("invalid_result", "the daemon did not answer the artifact");
+        d.state = "done";
+        d.loaded = d.size;
+        d.artifact = res.artifact;
+        if (res.url) rememberArtifact(cur, res.artifact, res.url);
+        updateDraft(d);
+      }, (e) => {
+        if (e && e.code === "aborted") return;
+        d.state = "error";
+        d.error = e;
+        updateDraft(d);
+        if (live(cur)) toast(d.name + " was not attached: " + uploadError(e).title, "error");
+      });
+    }
+    renderDrafts(cur);
+  }
+
+  // uploadError words the daemon's refusals of an upload for people.
+  function uploadError(e) {
+    const code = e && e.code;
+    const detail = e && e.message && e.message !== code ? e.message : "";
+    const title = {
+      too_large: "the file is too large",
+      quota_exceeded: "this session's storage is full",
+      session_ended: "the session has ended",
+      send_failed: "the upload was interrupted",
+      not_found: "the session no longer exists",
+    }[code] || (detail || code || "the upload failed");
+    return { title: title, detail: title === detail ? "" : detail };
+  }
+
+  function removeDraft(cur, d, sent) {
+    const i = cur.drafts.indexOf(d);
+    if (i < 0) return;
+    cur.drafts.splice(i, 1);
+    if (d.state === "uploading") d.controller.abort();
+    if (d.preview) URL.revokeObjectURL(d.preview);
+    // An uploaded file that was removed unsent is not needed any more.
+    if (!sent && d.state === "done" && d.artifact) cur.session.artifacts.delete(d.artifact.id).catch(() => {});
+    renderDrafts(cur);
+  }
+
+  function clearDrafts(cur) {
+    for (const d of cur.drafts) {
+      if (d.state === "uploading") d.controller.abort();
+      if (d.preview) URL.revokeObjectURL(d.preview);
+    }
+    cur.drafts = [];
+  }
+
+  function renderDrafts(cur) {
+    const drafts = cur ? cur.drafts : [];
+    el.attachments.replaceChildren(...drafts.map((d) => d.node || (d.node = draftNode(cur, d))));
+    for (const d of drafts) updateDraft(d);
+    show(el.attachments, drafts.length > 0);
+  }
+
+  function draftNode(cur, d) {
+    const icon = d.preview
+      ? h("img", { class: "draft-thumb", src: d.preview, alt: "" })
+      : h("span", { class: "file-icon", "aria-hidden": "true", text: extension(d.name) });
+    const bar = h("span", { class: "draft-bar" });
+    const progress = h("span", { class: "draft-progress", role: "progressbar", "aria-label": "Uploading " + d.name, "aria-valuemin": "0", "aria-valuemax": "100" }, bar);
+    const status = h("span", { class: "draft-status" });
+    const node = h("li", { class: "draft", "data-testid": "composer-attachment", "data-name": d.name },
+      icon,
+      h("span", { class: "draft-text" },
+        h("span", { class: "draft-name", text: d.name, title: d.name }),
+        status, progress),
+      h("button", { type: "button", class: "ghost small draft-remove", "data-testid": "composer-attachment-remove",
+        "aria-label": "Remove " + d.name, title: "Remove", text: "×", onclick: () => removeDraft(cur, d, false) }));
+    node._parts = { bar: bar, progress: progress, status: status };
+    return node;
+  }
+
+  function updateDraft(d) {
+    const node = d.node;
+    if (!node) return;
+    const p = node._parts;
+    const pct = d.size > 0 ? Math.min(100, Math.round((d.loaded / d.size) * 100)) : d.state === "done" ? 100 : 0;
+    node.dataset.state = d.state;
+    node.dataset.progress = String(pct);
+    if (d.artifact) node.dataset.artifactId = d.artifact.id;
+    p.bar.style.width = pct + "%";
+    p.progress.setAttribute("aria-valuenow", String(pct));
+    p.progress.hidden = d.state !== "uploading";
+    if (d.state === "uploading") p.status.textContent = pct + "% of " + formatSize(d.size);
+    else if (d.state === "done") p.status.textContent = formatSize(d.size);
+    else {
+      const why = uploadError(d.error);
+      p.status.textContent = why.title.charAt(0).toUpperCase() + why.title.slice(1);
+      p.status.title = why.detail;
+    }
+    p.status.className = "draft-status" + (d.state === "error" ? " error" : "");
+    if (d.state === "error") node.setAttribute("title", uploadError(d.error).detail || "");
+  }
+
+  function formatSize(n) {
+    if (!(n >= 0)) return "";
+    if (n < 1024) return n + " B";
+    if (n < 1024 * 1024) return (n / 1024).toFixed(n < 10 * 1024 ? 1 : 0) + " KB";
+    if (n < 1024 * 1024 * 1024) return (n / (1024 * 1024)).toFixed(1) + " MB";
+    return (n / (1024 * 1024 * 1024)).toFixed(1) + " GB";
+  }
+
+  function extension(name) {
+    const m = /\.([A-Za-z0-9]{1,4})$/.exec(name || "");
+    return m ? m[1].toUpperCase() : "FILE";
+  }
+
+  function isImageType(t) {
+    return typeof t === "string" && /^image\/(png|jpe?g|gif|webp|avif|bmp|svg\+xml|x-icon|vnd\.microsoft\.icon)(;|$)/i.test(t);
+  }
+
+  el.attach.addEventListener("click", () => el.attachInput.click());
+  el.attachInput.addEventListener("change", () => {
+    addFiles(el.attachInput.files);
+    el.attachInput.value = ""; // the same file can be chosen again
+  });
+  el.composerInput.addEventListener("paste", (ev) => {
+    const files = ev.clipboardData && ev.clipboardData.files;
+    if (files && files.length) {
+      ev.preventDefault();
+      addFiles(files);
+    }
+  });
+
+  // Files dropped on the chat or the composer are attached; a drop anywhere else does nothing
+  // (rather than the browser leaving the app to show the file).
+  function carriesFiles(ev) {
+    const types = ev.dataTransfer && ev.dataTransfer.types;
+    return !!types && Array.from(types).includes("Files");
+  }
+  function canDrop() {
+    return !!app.current && !el.composer.hidden && !el.composerInput.disabled;
+  }
+  let dragDepth = 0;
+  el.chat.addEventListener("dragenter", (ev) => {
+    if (!carriesFiles(ev) || !canDrop()) return;
+    ev.preventDefault();
+    dragDepth++;
+    show(el.dropZone, true);
+  });
+  el.chat.addEventListener("dragover", (ev) => {
+    if (!carriesFiles(ev) || !canDrop()) return;
+    ev.preventDefault();
+    ev.dataTransfer.dropEffect = "copy";
+  });
+  el.chat.addEventListener("dragleave", () => {
+    dragDepth = Math.max(0, dragDepth - 1);
+    if (dragDepth === 0) show(el.dropZone, false);
+  });
+  el.chat.addEventListener("drop", (ev) => {
+    dragDepth = 0;
+    show(el.dropZone, false);
+    if (!carriesFiles(ev)) return;
+    ev.preventDefault();
+    if (canDrop()) addFiles(ev.dataTransfer.files);
+  });
+  for (const kind of ["dragover", "drop"]) {
+    window.addEventListener(kind, (ev) => {
+      if (carriesFiles(ev)) ev.preventDefault();
+    });
+  }
+
+  // ---- artifacts shown in the chat and in generic panels
+
+  function rememberArtifact(cur, artifact, url) {
+    cur.artifacts.set(artifact.id, Promise.resolve({ artifact: artifact, url: url }));
+  }
+
+  // artifactInfo is the artifact's metadata and a signed URL, asked once per open session; a
+  // URL that is about to expire is renewed by the client's url(id).
+  function artifactInfo(cur, id) {
+    let p = cur.artifacts.get(id);
+    if (!p) {
+      p = cur.session.artifacts.get(id).then((res) => {
+        if (!res || !res.artifact) throw new S.Error("invalid_result", "the daemon did not answer the artifact");
+        return { artifact: res.artifact };
+      });
+      p.catch(() => cur.artifacts.delete(id)); // asked again the next time it is drawn
+      cur.artifacts.set(id, p);
+    }
+    return p.then((info) => cur.session.artifacts.url(id).then((url) => ({ artifact: info.artifact, url: url })));
+  }
+
+  // artifactView is an artifact as people see it: an image as a thumbnail that opens in the
+  // lightbox, anything else as a file chip linking to it. It renders at once and fills in when the
+  // artifact's metadata arrives.
+  function artifactView(cur, id, testid) {
+    const node = h("a", { class: "artifact loading", "data-testid": testid, "data-artifact-id": id, target: "_blank", rel: "noopener",
+      title: id },
+    h("span", { class: "file-icon", "aria-hidden": "true", text: "…" }),
+    h("span", { class: "artifact-name", text: "loading…" }));
+    artifactInfo(cur, id).then(({ artifact, url }) => {
+      const name = artifact.name || id;
+      node.href = url;
+      node.title = name + " · " + formatSize(artifact.size);
+      node.dataset.mediaType = artifact.mediaType || "";
+      if (isImageType(artifact.mediaType)) {
+        const img = h("img", { src: url, alt: name, loading: "lazy", decoding: "async" });
+        node.className = "artifact thumb";
+        node.dataset.kind = "image";
+        node.replaceChildren(img);
+        node.addEventListener("click", (ev) => {
+          if (ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey || ev.altKey) return; // new tab, as asked
+          ev.preventDefault();
+          openLightbox(cur, id, name);
+        });
+      } else {
+        node.className = "artifact file";
+        node.dataset.kind = "file";
+        node.replaceChildren(
+          h("span", { class: "file-icon", "aria-hidden": "true", text: extension(artifact.name || "") }),
+          h("span", { class: "artifact-text" },
+            h("span", { class: "artifact-name", text: name }),
+            h("span", { class: "artifact-size muted", text: formatSize(artifact.size) })));
+      }
+    }, (e) => {
+      node.className = "artifact file missing";
+      node.dataset.kind = "missing";
+      node.removeAttribute("href");
+      node.title = id + ": " + errorMessage(e);
+      node.replaceChildren(
+        h("span", { class: "file-icon", "aria-hidden": "true", text: "?" }),
+        h("span", { class: "artifact-text" },
+          h("span", { class: "artifact-name", text: e && e.status === 404 ? "unavailable" : "not loaded" }),
+          h("span", { class: "artifact-size muted", text: id })));
+    });
+    return node;
+  }
+
+  function openLightbox(cur, id, name) {
+    artifactInfo(cur, id).then(({ url }) => {
+      el.lightboxImg.src = url;
+      el.lightboxImg.alt = name;
+      el.lightboxName.textContent = name;
+      el.lightboxOpen.href = url;
+      el.lightbox.dataset.artifactId = id;
+      if (!el.lightbox.open) el.lightbox.showModal();
+    }, (e) => toast("Could not open the image: " + errorMessage(e), "error"));
+  }
+  el.lightbox.addEventListener("click", (ev) => {
+    if (ev.target === el.lightbox) el.lightbox.close(); // the backdrop
+  });
+  el.lightbox.addEventListener("close", () => {
+    el.lightboxImg.removeAttribute("src");
+  });
 
   function autoSize() {
     const t = el.composerInput;
@@ -1116,6 +1439,27 @@
     return { root: shell.root, update: update, dispose: dispose, url: url };
   }
 
+  const ATT_REF = /\batt_[a-z2-7]{26}\b/g;
+  const MAX_GALLERY = 24;
+
+  // artifactRefs lists the artifact ids a snapshot mentions (in string values, alone or inside a
+  // longer string such as a URL), in the order they first appear.
+  function artifactRefs(state) {
+    const seen = new Set();
+    const walk = (v, depth) => {
+      if (depth > 64 || seen.size >= 1000) return;
+      if (typeof v === "string") {
+        if (v.includes("att_")) for (const m of v.match(ATT_REF) || []) seen.add(m);
+      } else if (Array.isArray(v)) {
+        for (const x of v) walk(x, depth + 1);
+      } else if (v && typeof v === "object") {
+        for (const k of Object.keys(v)) walk(v[k], depth + 1);
+      }
+    };
+    walk(state, 0);
+    return Array.from(seen);
+  }
+
   function makeGenericPanel(cur, domain) {
     const s = cur.session;
     const shell = panelShell(domain, "generic");
@@ -1127,6 +1471,8 @@
       text: "The agent's " + domain + " panel " + failed + ". Showing the snapshot instead." }) : null;
     const unavailable = h("p", { class: "notice", "data-testid": tid + "-unavailable", text: domain + " surface unavailable (read-only)" });
     const snapshot = h("pre", { class: "snapshot", "data-testid": tid + "-state", tabindex: "0", "aria-label": domain + " snapshot" });
+    const gallery = h("div", { class: "artifact-gallery", "data-testid": tid + "-artifacts", "aria-label": "Artifacts in the " + domain + " snapshot" });
+    let galleryKey = "";
     const action = h("select", { "data-testid": tid + "-action" });
     const args = h("textarea", { rows: 3, spellcheck: "false", placeholder: "{ }", "data-testid": tid + "-args" });
     const run = h("button", { type: "submit", class: "primary", "data-testid": tid + "-run", text: "Run" });
@@ -1187,10 +1533,19 @@
       rev.textContent = sf.rev >= 0 ? "rev " + sf.rev : "no snapshot";
       snapshot.textContent = sf.rev >= 0 ? pretty(sf.state) : "—";
       run.disabled = pending || commands.length === 0;
+      const ids = sf.rev >= 0 ? artifactRefs(sf.state) : [];
+      const refsKey = ids.join(" ");
+      if (refsKey !== galleryKey) {
+        galleryKey = refsKey;
+        const shown = ids.slice(0, MAX_GALLERY);
+        gallery.replaceChildren(...shown.map((id) => artifactView(cur, id, tid + "-artifact")),
+          ids.length > shown.length ? h("span", { class: "muted small", text: "+" + (ids.length - shown.length) + " more" }) : null);
+      }
       const nodes = [];
       if (failedNote) nodes.push(failedNote);
       if (!sf.available) nodes.push(unavailable);
       nodes.push(snapshot);
+      if (ids.length) nodes.push(gallery);
       if (sf.available) nodes.push(form);
       const kids = Array.from(body.children);
       if (kids.length !== nodes.length || kids.some((c, i) => c !== nodes[i])) body.replaceChildren(...nodes);
