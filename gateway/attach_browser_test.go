@@ -118,6 +118,7 @@ func TestBrowserAttachments(t *testing.T) {
 		t.Fatal(err)
 	}
 	canvasWait(t, ctx, "the picture uploaded", jsDrafts, equals("sunset.png done 100"))
+	canvasWait(t, ctx, "its preview on the chip", `document.querySelector('[data-name="sunset.png"] img').naturalWidth`, equals("960"))
 	canvasWait(t, ctx, "its upload's progress shown", `window.__draftStates.filter(s => s.startsWith("sunset.png uploading")).length > 0`, equals("true"))
 
 	// A drawn picture and a text file dropped on the chat.
@@ -156,7 +157,9 @@ func TestBrowserAttachments(t *testing.T) {
 	canvasWait(t, ctx, "the file over the limit refused", `document.querySelector('[data-name="recording.wav"]').dataset.state`, equals("error"))
 	canvasWait(t, ctx, "the reason on its chip", `document.querySelector('[data-name="recording.wav"] .draft-status').textContent`, equals("The file is too large"))
 	canvasWait(t, ctx, "the reason in a toast", `Array.from(document.querySelectorAll('[data-testid="toast-error"]')).map(e => e.textContent).join("|")`,
-		func(s string) bool { return strings.Contains(s, "recording.wav was not attached: the file is too large") })
+		func(s string) bool {
+			return strings.Contains(s, "recording.wav was not attached: the file is too large")
+		})
 	shot(t, ctx, "attachments-composer-1400x900", false)
 	// Sending with a failed chip is refused until it is removed.
 	if err := chromedp.Do(ctx, chromedp.Click(`[data-name="recording.wav"] [data-testid="composer-attachment-remove"]`)); err != nil {

@@ -1538,8 +1538,8 @@
       if (refsKey !== galleryKey) {
         galleryKey = refsKey;
         const shown = ids.slice(0, MAX_GALLERY);
-        gallery.replaceChildren(...shown.map((id) => artifactView(cur, id, tid + "-artifact")),
-          ids.length > shown.length ? h("span", { class: "muted small", text: "+" + (ids.length - shown.length) + " more" }) : null);
+        const more = ids.length > shown.length ? [h("span", { class: "muted small", text: "+" + (ids.length - shown.length) + " more" })] : [];
+        gallery.replaceChildren(...shown.map((id) => artifactView(cur, id, tid + "-artifact")), ...more);
       }
       const nodes = [];
       if (failedNote) nodes.push(failedNote);
