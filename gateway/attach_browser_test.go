@@ -162,6 +162,14 @@ func TestBrowserAttachments(t *testing.T) {
 		})
 	shot(t, ctx, "attachments-composer-1400x900", false)
 	// Sending with a failed chip is refused until it is removed.
+	if err := chromedp.Do(ctx, chromedp.Click(tid("composer-send"))); err != nil {
+		t.Fatal(err)
+	}
+	canvasWait(t, ctx, "the refusal to send", `Array.from(document.querySelectorAll('[data-testid="toast-error"]')).map(e => e.textContent).join("|")`,
+		func(s string) bool { return strings.Contains(s, "Remove the attachments that failed to upload") })
+	if n := canvasEval(ctx, `document.querySelectorAll('[data-testid="chat-message-user"]').length`); n != "0" {
+		t.Fatalf("a message was sent with a failed attachment (%s in the chat)", n)
+	}
 	if err := chromedp.Do(ctx, chromedp.Click(`[data-name="recording.wav"] [data-testid="composer-attachment-remove"]`)); err != nil {
 		t.Fatal(err)
 	}
