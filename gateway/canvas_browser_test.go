@@ -338,7 +338,7 @@ func TestBrowserCanvasWorkbench(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	thumbs = canvasWait(t, ctx, "the black and white version", jsThumbs, func(s string) bool { return len(strings.Split(s, ",")) == 5 })
+	canvasWait(t, ctx, "the black and white version", jsThumbs, func(s string) bool { return len(strings.Split(s, ",")) == 5 })
 	canvasWait(t, ctx, "it derives from the image asked about", `Array.from(document.querySelectorAll('[data-testid="canvas-lineage-link"]')).map(e => e.dataset.id).join(",")`,
 		equals(rotated+","+original))
 

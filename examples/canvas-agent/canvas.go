@@ -19,7 +19,6 @@ import (
 	"github.com/disintegration/imaging"
 	_ "golang.org/x/image/webp" // uploads may be WebP; imaging decodes what image.Decode knows
 
-	"github.com/surfaced/surfaced/agentproc"
 	"github.com/surfaced/surfaced/agentproc/agentkit"
 	"github.com/surfaced/surfaced/internal/clock"
 )
@@ -479,7 +478,7 @@ func (c *Canvas) ToolEdit(ctx context.Context, sf Surface, args EditArgs) (ToolR
 	}
 	edits := parseInstruction(instruction)
 	if len(edits) == 0 {
-		return ToolResult{}, fmt.Errorf("I cannot do %q on the canvas; I can do: %s", truncate(instruction, 100), instructionHelp)
+		return ToolResult{}, fmt.Errorf("cannot do %q on the canvas; what it can do: %s", truncate(instruction, 100), instructionHelp)
 	}
 	c.busy.Add(1)
 	defer c.busy.Add(-1)
@@ -634,13 +633,4 @@ func describeSteps(p map[string]any) string {
 		return strings.Join(parts, ", then ")
 	}
 	return describe(p)
-}
-
-// errCode is the code of a command error, for tests and logs.
-func errCode(err error) string {
-	var e *agentkit.Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return agentproc.CodeDispatchFailed
 }

@@ -526,7 +526,7 @@ func TestToolArgumentErrors(t *testing.T) {
 		{"edit it cannot do", func() error {
 			_, err := c.ToolEdit(t.Context(), nil, EditArgs{Instruction: "sing"})
 			return err
-		}, "I can do"},
+		}, "what it can do"},
 		{"edit a bad id", func() error {
 			_, err := c.ToolEdit(t.Context(), nil, EditArgs{AttachmentID: "nope", Instruction: "blur"})
 			return err
