@@ -112,13 +112,14 @@ type Memory struct {
 	domain string
 	lim    Limits
 	byKey  map[string]*Entry
-	order  []*Entry // oldest first
+	bySlot map[int]*Entry // the entry whose row holds each slot
+	order  []*Entry       // oldest first
 	bytes  int
 }
 
 // New returns an empty memory for domain.
 func New(domain string, lim Limits) *Memory {
-	return &Memory{domain: domain, lim: lim.WithDefaults(), byKey: map[string]*Entry{}}
+	return &Memory{domain: domain, lim: lim.WithDefaults(), byKey: map[string]*Entry{}, bySlot: map[int]*Entry{}}
 }
 
 // Len is how many results are remembered.
@@ -163,10 +164,7 @@ func (m *Memory) Slot(rev uint64) int { return int(rev % uint64(m.lim.Keys)) }
 // domain's state does not hold.
 func (m *Memory) Row(slot int, rev uint64) (store.KV, error) {
 	key := RowKey(m.domain, slot)
-	for _, e := range m.order {
-		if m.Slot(e.Rev) != slot {
-			continue
-		}
+	if e, ok := m.bySlot[slot]; ok {
 		value, err := json.Marshal(e)
 		if err != nil {
 			return store.KV{}, fmt.Errorf("applied: encode the result of %q: %w", e.Key, err)
@@ -183,9 +181,28 @@ func (m *Memory) Forget(key string) {
 	if !ok {
 		return
 	}
-	delete(m.byKey, key)
+	m.unindex(e)
+	// The oldest (a slot reused) and the newest (a rollback) are the
+	// common cases; the scan is for the rest.
+	switch n := len(m.order); {
+	case n > 0 && m.order[0] == e:
+		m.order[0] = nil
+		m.order = m.order[1:]
+	case n > 0 && m.order[n-1] == e:
+		m.order[n-1] = nil
+		m.order = m.order[:n-1]
+	default:
+		m.order = slices.DeleteFunc(m.order, func(x *Entry) bool { return x == e })
+	}
+}
+
+// unindex removes e from the indexes and the byte count.
+func (m *Memory) unindex(e *Entry) {
+	delete(m.byKey, e.Key)
+	if m.bySlot[m.Slot(e.Rev)] == e {
+		delete(m.bySlot, m.Slot(e.Rev))
+	}
 	m.bytes -= e.size()
-	m.order = slices.DeleteFunc(m.order, func(x *Entry) bool { return x == e })
 }
 
 // Load restores the memory from the domain's rows as the store returned
@@ -227,13 +244,11 @@ func (m *Memory) add(e *Entry) {
 	// The row of e overwrites its slot's: what the slot held is gone from
 	// the store, so it is gone from the memory too.
 	slot := m.Slot(e.Rev)
-	for _, x := range m.order {
-		if m.Slot(x.Rev) == slot {
-			m.Forget(x.Key)
-			break
-		}
+	if x, ok := m.bySlot[slot]; ok {
+		m.Forget(x.Key)
 	}
 	m.byKey[e.Key] = e
+	m.bySlot[slot] = e
 	m.order = append(m.order, e)
 	m.bytes += e.size()
 	for len(m.order) > m.lim.Keys || m.bytes > m.lim.Bytes && len(m.order) > 1 {
@@ -253,6 +268,5 @@ func (m *Memory) dropOldest() {
 	e := m.order[0]
 	m.order[0] = nil
 	m.order = m.order[1:]
-	delete(m.byKey, e.Key)
-	m.bytes -= e.size()
+	m.unindex(e)
 }
