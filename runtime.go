@@ -507,11 +507,16 @@ func (r *Runtime) CreateSession(ctx context.Context, o CreateOptions) (string, e
 
 // Request sends a request to a session. In a cluster, a request in flight
 // when this node rejoins as a new member (its old member and directory are
-// gone) is asked again through the new one, within the caller's deadline. A
-// command without an idempotency key gets one of the daemon's own, so that
-// asking again never runs it twice.
+// gone) is asked again through the new one, within the caller's deadline. In
+// a cluster a command without an idempotency key gets one of the daemon's
+// own, so that asking again never runs it twice. A single node never asks
+// again a command that reached its session (the local directory retries
+// only what was not delivered), so it spares the command the key and its
+// remembered result: a write and an encoding per command.
 func (r *Runtime) Request(ctx context.Context, id string, msg proto.Message) (proto.Message, error) {
-	msg = session.WithIdempotencyKey(msg)
+	if r.node != nil {
+		msg = session.WithIdempotencyKey(msg)
+	}
 	for {
 		d := r.Directory()
 		res, err := d.Request(ctx, id, msg)
