@@ -14,10 +14,7 @@ import (
 func makeBuild(t *testing.T, env ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath("make"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("make is not installed")
-		}
-		t.Skip("make is not installed")
+		testkit.Missing(t, "make is not installed")
 	}
 	bin := filepath.Join(t.TempDir(), "surfaced")
 	cmd := exec.Command("make", "-s", "build", "BIN="+bin)
@@ -42,7 +39,7 @@ func output(t *testing.T, name string, args ...string) string {
 
 func TestMakeBuildStampsVersionAndCommit(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
+		testkit.Missing(t, "git is not installed")
 	}
 	if err := exec.Command("git", "-C", testkit.RepoRoot(), "rev-parse", "HEAD").Run(); err != nil {
 		t.Skip("not a git checkout; TestMakeBuildOutsideGit covers that")
