@@ -16,7 +16,7 @@ import (
 
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/actors/session"
-	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/identity"
 	"github.com/surfaced/surfaced/store"
 )
 
@@ -116,7 +116,7 @@ type initializeResult struct {
 // initialize opens a connection: 200 with the JSON-RPC answer as the body and
 // the connection id in Acp-Connection-Id. Invalid params answer 400 with the
 // JSON-RPC error as the body, and open nothing.
-func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *rpcMessage, id guard.Identity) {
+func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *rpcMessage, id identity.Identity) {
 	var p initializeParams
 	var perr *acp.RequestError
 	switch {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/identity"
 )
 
 // registry is the mount's set of open connections, the reasons of the
@@ -148,7 +148,7 @@ func (g *registry) forget(c *conn, reason string, broken bool) {
 
 // lookup finds the connection a request names; it answers the request itself
 // (400, 404, 403) and returns nil when it cannot be used.
-func (g *registry) lookup(w http.ResponseWriter, r *http.Request, id guard.Identity) *conn {
+func (g *registry) lookup(w http.ResponseWriter, r *http.Request, id identity.Identity) *conn {
 	cid := r.Header.Get(HeaderConnectionID)
 	if cid == "" {
 		textError(w, http.StatusBadRequest, "Missing "+HeaderConnectionID+": POST initialize without it to open a connection, then send its id on every request.")

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/identity"
 	"github.com/surfaced/surfaced/internal/delivery"
 )
 
@@ -15,7 +15,7 @@ import (
 // connection closes (what was queued goes out, then the reason as a
 // comment), the credential is revoked (the connection closes too), or a
 // write stalls (the GET ends; what waits stays for the next one).
-func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *conn, st *outStream, id guard.Identity) {
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *conn, st *outStream, id identity.Identity) {
 	sse, err := delivery.StartSSE(w, "")
 	if err != nil {
 		return

@@ -1,7 +1,6 @@
 package acpgw
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,7 +16,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/surfaced/surfaced"
-	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/identity"
 	"github.com/surfaced/surfaced/internal/delivery"
 )
 
@@ -52,12 +51,6 @@ type AgentInfo struct {
 	Name    string `json:"name"`
 	Title   string `json:"title,omitempty"`
 	Version string `json:"version"`
-}
-
-// Revoker ends a stream's context when its credential is revoked
-// (*guard.Guard implements it).
-type Revoker interface {
-	Context(parent context.Context, id guard.Identity) (context.Context, context.CancelFunc)
 }
 
 // Options configure a Server. Only Runtime is required; the zero value of
@@ -95,8 +88,9 @@ type Options struct {
 	// too_many_sessions_on_connection, and a GET or POST naming yet another
 	// session 429.
 	SessionsPerConnection int
-	// Revoker, when set, ends the streams of a revoked token.
-	Revoker Revoker
+	// Revoker, when set, ends the streams of a revoked credential
+	// (*guard.Guard is one).
+	Revoker identity.Revoker
 	// Props adds props options to the attachments' actors (the inspector).
 	Props func(kind, sessionID string) []actor.PropsOption
 }
@@ -184,7 +178,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		textError(w, http.StatusNotFound, "Not Found: the ACP endpoint is "+s.path)
 		return
 	}
-	id, ok := guard.IdentityFromContext(r.Context())
+	id, ok := identity.FromContext(r.Context())
 	if !ok {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		textError(w, http.StatusUnauthorized, "Unauthorized: send Authorization: Bearer <token>.")
@@ -209,7 +203,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 // post takes one JSON-RPC message: initialize opens a connection and is
 // answered in the body; anything else is answered 202, its answer (if any)
 // going to a stream of the connection.
-func (s *Server) post(w http.ResponseWriter, r *http.Request, id guard.Identity) {
+func (s *Server) post(w http.ResponseWriter, r *http.Request, id identity.Identity) {
 	if !isJSON(r.Header.Get("Content-Type")) {
 		textError(w, http.StatusUnsupportedMediaType, "Unsupported Media Type: send one JSON-RPC message with Content-Type: application/json.")
 		return
@@ -309,7 +303,7 @@ func (s *Server) clientAnswer(w http.ResponseWriter, c *conn, m *rpcMessage, hea
 }
 
 // get serves one of the connection's streams to its one reader.
-func (s *Server) get(w http.ResponseWriter, r *http.Request, id guard.Identity) {
+func (s *Server) get(w http.ResponseWriter, r *http.Request, id identity.Identity) {
 	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		textError(w, http.StatusUpgradeRequired, "WebSocket is not served here; read the SSE streams (GET with Accept: text/event-stream).")
 		return

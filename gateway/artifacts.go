@@ -17,6 +17,7 @@ import (
 
 	"github.com/surfaced/surfaced/artifact"
 	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/identity"
 	"github.com/surfaced/surfaced/internal/wire"
 )
 
@@ -249,7 +250,7 @@ func (s *Server) artifactContent(c echo.Context) error {
 	id := c.Param("att")
 	q := c.Request().URL.Query()
 	signed := q.Has("exp") || q.Has("sig")
-	ident, authed := guard.IdentityFromContext(ctx)
+	ident, authed := identity.FromContext(ctx)
 	if authed {
 		a, err := arts.Lookup(ctx, id)
 		switch {

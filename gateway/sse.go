@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/identity"
 	"github.com/surfaced/surfaced/internal/delivery"
 	"github.com/surfaced/surfaced/internal/wire"
 )
@@ -48,7 +49,7 @@ func (s *Server) events(c echo.Context) error {
 // goroutines (the writer's, and a reader that notices the client leave),
 // not net/http's buffers and request goroutine. Close waits for these
 // streams.
-func (s *Server) detach(st *stream, conn net.Conn, h http.Header, id guard.Identity) {
+func (s *Server) detach(st *stream, conn net.Conn, h http.Header, id identity.Identity) {
 	s.mu.Lock()
 	st.conn = conn
 	s.mu.Unlock()

@@ -25,6 +25,7 @@ import (
 
 	"github.com/surfaced/surfaced/actors/inspect"
 	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/identity"
 )
 
 // Prefix is where the daemon mounts the Handler.
@@ -213,7 +214,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	if h.o.Guard != nil {
-		if id, ok := guard.IdentityFromContext(ctx); ok {
+		if id, ok := identity.FromContext(ctx); ok {
 			var cancel context.CancelFunc
 			ctx, cancel = h.o.Guard.Context(ctx, id)
 			defer cancel()
@@ -260,7 +261,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request) {
 			send("end", map[string]string{"reason": "shutdown"})
 			return
 		case <-ctx.Done():
-			if errors.Is(context.Cause(ctx), guard.ErrRevoked) {
+			if errors.Is(context.Cause(ctx), identity.ErrRevoked) {
 				send("end", map[string]string{"reason": "revoked"})
 			}
 			return

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/surfaced/surfaced/identity"
 )
 
 func TestAuthentication(t *testing.T) {
@@ -28,12 +30,12 @@ func TestAuthentication(t *testing.T) {
 		{"wrong bearer", "/api/whoami", []string{"Authorization", "Bearer wrong-token-wrong-token"}, 401, "", "not valid"},
 		{"empty bearer", "/api/whoami", []string{"Authorization", "Bearer "}, 401, "", "Bearer <token>"},
 		{"bearer of spaces", "/api/whoami", []string{"Authorization", "Bearer    x"}, 401, "", "not valid"},
-		{"right bearer", "/api/whoami", []string{"Authorization", "Bearer " + testToken}, 200, SubjectLocal, ""},
-		{"scheme is case-insensitive", "/api/whoami", []string{"Authorization", "bearer " + testToken}, 200, SubjectLocal, ""},
+		{"right bearer", "/api/whoami", []string{"Authorization", "Bearer " + testToken}, 200, identity.Local, ""},
+		{"scheme is case-insensitive", "/api/whoami", []string{"Authorization", "bearer " + testToken}, 200, identity.Local, ""},
 		{"basic scheme", "/api/whoami", []string{"Authorization", "Basic " + testToken}, 401, "", "Bearer <token>"},
 		{"token alone", "/api/whoami", []string{"Authorization", testToken}, 401, "", "Bearer <token>"},
 		{"two Authorization headers", "/api/whoami", []string{"Authorization", "Bearer " + testToken, "Authorization", "Bearer " + testToken}, 401, "", "more than one"},
-		{"right cookie", "/api/whoami", []string{"Cookie", cookie}, 200, SubjectLocal, ""},
+		{"right cookie", "/api/whoami", []string{"Cookie", cookie}, 200, identity.Local, ""},
 		{"wrong cookie", "/api/whoami", []string{"Cookie", DefaultCookieName + "=nope"}, 401, "", "cookie is not valid"},
 		{"a bad bearer is not rescued by a good cookie", "/api/whoami", []string{"Authorization", "Bearer nope", "Cookie", cookie}, 401, "", "not valid"},
 		{"token in the query of an API path", "/api/whoami?token=" + testToken, nil, 401, "", "query string"},
@@ -63,8 +65,8 @@ func TestAuthentication(t *testing.T) {
 				if tc.subject == "" {
 					return
 				}
-				var id Identity
-				if err := json.Unmarshal([]byte(body), &id); err != nil || id.Subject != tc.subject || id.TokenID != digestHex(testToken) {
+				var id identity.Identity
+				if err := json.Unmarshal([]byte(body), &id); err != nil || id.Subject != tc.subject || id.Credential != digestHex(testToken) {
 					t.Errorf("identity %s, want subject %q and the token's digest", body, tc.subject)
 				}
 			}
@@ -134,10 +136,10 @@ func TestStartURLExchange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var id Identity
+		var id identity.Identity
 		_ = json.NewDecoder(resp.Body).Decode(&id)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || id.Subject != SubjectLocal {
+		if resp.StatusCode != http.StatusOK || id.Subject != identity.Local {
 			t.Fatalf("API with the cookie: %d %+v", resp.StatusCode, id)
 		}
 	})
@@ -223,9 +225,9 @@ func TestNoAuth(t *testing.T) {
 	}
 	for _, headers := range [][]string{nil, {"Authorization", "Bearer whatever"}} {
 		resp, body := do(t, http.MethodGet, s.srv.URL+"/api/whoami", headers...)
-		var id Identity
+		var id identity.Identity
 		_ = json.Unmarshal([]byte(body), &id)
-		if resp.StatusCode != http.StatusOK || id != (Identity{Subject: SubjectAnonymous}) {
+		if resp.StatusCode != http.StatusOK || id != (identity.Identity{Subject: identity.Anonymous}) {
 			t.Fatalf("headers %v: got %d %s, want 200 anonymous", headers, resp.StatusCode, body)
 		}
 	}
@@ -239,7 +241,7 @@ func TestNoAuth(t *testing.T) {
 		t.Fatalf("no-auth with a foreign Origin: got %d, want 403", resp.StatusCode)
 	}
 	// An anonymous Context is never revoked.
-	ctx, cancel := s.g.Context(t.Context(), Identity{Subject: SubjectAnonymous})
+	ctx, cancel := s.g.Context(t.Context(), identity.Identity{Subject: identity.Anonymous})
 	select {
 	case <-ctx.Done():
 		t.Fatal("anonymous context was cancelled")
@@ -336,7 +338,7 @@ func TestNetHTTPHandler(t *testing.T) {
 	defer g.Close()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/actors", func(w http.ResponseWriter, r *http.Request) {
-		id, ok := IdentityFromContext(r.Context())
+		id, ok := identity.FromContext(r.Context())
 		if !ok {
 			t.Error("no identity in the context")
 		}
@@ -345,7 +347,7 @@ func TestNetHTTPHandler(t *testing.T) {
 	srv := httptest.NewServer(g.Handler(nil, mux))
 	defer srv.Close()
 	resp, body := do(t, http.MethodGet, srv.URL+"/debug/actors", "Authorization", "Bearer "+testToken)
-	if resp.StatusCode != http.StatusOK || body != SubjectLocal {
+	if resp.StatusCode != http.StatusOK || body != identity.Local {
 		t.Fatalf("got %d %q", resp.StatusCode, body)
 	}
 	resp, body = do(t, http.MethodGet, srv.URL+"/debug/actors")

@@ -92,7 +92,7 @@
 // plain HTTP on a LAN address the first rule cannot apply, the second
 // still does.
 //
-// Under NoAuth everyone is Identity{Subject: "anonymous"} and credentials
+// Under NoAuth everyone is identity.Identity{Subject: "anonymous"} and credentials
 // are not looked at; the Host and Origin gates still apply.
 //
 // # Tokens file and revocation
@@ -104,7 +104,7 @@
 // valid content replaces the set at once: a removed token stops
 // authenticating on the next request, and every Context bound to a token
 // that was removed or now names another subject is cancelled with cause
-// ErrRevoked. A file that becomes invalid, unreadable or missing keeps the
+// identity.ErrRevoked. A file that becomes invalid, unreadable or missing keeps the
 // last good set and logs one error per distinct failure.
 //
 // # CORS

@@ -2,6 +2,8 @@ package guard
 
 import (
 	"github.com/labstack/echo/v4"
+
+	"github.com/surfaced/surfaced/identity"
 )
 
 // Middleware runs the gates for every request, in this order:
@@ -39,10 +41,10 @@ func (g *Guard) Middleware(public func(path string) bool) echo.MiddlewareFunc {
 
 // IdentityOf returns the identity Middleware established for c (kept in
 // the request's context, so it survives echo.WrapHandler and is the same
-// one IdentityFromContext sees); the zero Identity when there is none (a
+// one identity.FromContext sees); the zero Identity when there is none (a
 // public path without a valid credential).
-func IdentityOf(c echo.Context) Identity {
-	id, _ := IdentityFromContext(c.Request().Context())
+func IdentityOf(c echo.Context) identity.Identity {
+	id, _ := identity.FromContext(c.Request().Context())
 	return id
 }
 

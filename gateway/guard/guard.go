@@ -12,12 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-)
 
-// Subjects the guard assigns itself.
-const (
-	SubjectLocal     = "local"     // the holder of Config.Token
-	SubjectAnonymous = "anonymous" // everyone, under Config.NoAuth
+	"github.com/surfaced/surfaced/identity"
 )
 
 // DefaultCookieName is the cookie the start URL exchange sets.
@@ -25,10 +21,6 @@ const DefaultCookieName = "surfaced_token"
 
 // DefaultPollInterval is how often the tokens file is checked for changes.
 const DefaultPollInterval = 250 * time.Millisecond
-
-// ErrRevoked is the cause of a Context cancelled because its token left the
-// tokens file (or now names another subject).
-var ErrRevoked = errors.New("guard: the credential was revoked")
 
 // Config configures a Guard. The zero value is not usable: New needs Addr
 // and one of Token, TokensFile or NoAuth.
@@ -61,13 +53,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Identity is who a request authenticated as.
-type Identity struct {
-	Subject string
-	// TokenID is the hex SHA-256 of the token; "" under NoAuth.
-	TokenID string
-}
-
 // AuthError is an authentication failure, ready to be written as an HTTP
 // error answer.
 type AuthError struct {
@@ -98,7 +83,7 @@ type Guard struct {
 	file atomic.Pointer[tokenSet] // nil without a tokens file
 
 	mu      sync.Mutex                       // serializes installs with Context registration
-	watches map[string]map[*watcher]struct{} // TokenID → live contexts
+	watches map[string]map[*watcher]struct{} // Credential → live contexts
 
 	// owned by the poll goroutine
 	stamp       fileStamp
@@ -171,7 +156,7 @@ func New(cfg Config) (*Guard, error) {
 		if len(cfg.Token) < 16 {
 			g.log.Warn("the token is short and guessable; use at least 16 random characters (a launch token has 32 hex digits)", "length", len(cfg.Token))
 		}
-		e := newTokenEntry(cfg.Token, SubjectLocal)
+		e := newTokenEntry(cfg.Token, identity.Local)
 		g.launch = &e
 	}
 	if cfg.TokensFile != "" {
@@ -246,7 +231,7 @@ func (g *Guard) watchFile(every time.Duration) {
 }
 
 // install swaps in a new set from the tokens file and cancels, with cause
-// ErrRevoked, every Context whose token left the file or now names another
+// identity.ErrRevoked, every Context whose token left the file or now names another
 // subject. Holding mu across the swap and the scan means a Context
 // registered concurrently is either seen here or checked against the new
 // set.
@@ -270,7 +255,7 @@ func (g *Guard) install(set *tokenSet) {
 	added, removed := diffSets(old, set)
 	g.log.Info("tokens file reloaded", "file", g.tokensFile, "tokens", len(set.entries), "added", added, "removed", removed, "streams_revoked", len(revoke))
 	for _, cancel := range revoke {
-		cancel(ErrRevoked)
+		cancel(identity.ErrRevoked)
 	}
 }
 
@@ -291,7 +276,7 @@ func diffSets(old, cur *tokenSet) (added, removed int) {
 	return added, removed
 }
 
-// subjectOfLocked is the subject a TokenID currently authenticates as.
+// subjectOfLocked is the subject a Credential currently authenticates as.
 func (g *Guard) subjectOfLocked(id string) (string, bool) {
 	if g.launch != nil && id == g.launch.id {
 		return g.launch.subject, true
@@ -304,9 +289,9 @@ func (g *Guard) subjectOfLocked(id string) (string, bool) {
 }
 
 // lookup finds the identity of a presented token.
-func (g *Guard) lookup(token string) (Identity, bool) {
+func (g *Guard) lookup(token string) (identity.Identity, bool) {
 	if token == "" || len(token) > maxTokenLen {
-		return Identity{}, false
+		return identity.Identity{}, false
 	}
 	sum := sha256.Sum256([]byte(token))
 	d := wordsOf(&sum)
@@ -321,12 +306,12 @@ func (g *Guard) lookup(token string) (Identity, bool) {
 	}
 	switch {
 	case launchHit == 1:
-		return Identity{Subject: g.launch.subject, TokenID: g.launch.id}, true
+		return identity.Identity{Subject: g.launch.subject, Credential: g.launch.id}, true
 	case fileHit >= 0:
 		e := set.entries[fileHit]
-		return Identity{Subject: e.subject, TokenID: e.id}, true
+		return identity.Identity{Subject: e.subject, Credential: e.id}, true
 	}
-	return Identity{}, false
+	return identity.Identity{}, false
 }
 
 // Authenticate finds who r is: from "Authorization: Bearer <token>", or
@@ -334,30 +319,30 @@ func (g *Guard) lookup(token string) (Identity, bool) {
 // header, when present, decides alone (a bad one is not rescued by a good
 // cookie). A token in the query string is never accepted here. Under
 // NoAuth everyone is subject "anonymous". Errors are *AuthError.
-func (g *Guard) Authenticate(r *http.Request) (Identity, error) {
+func (g *Guard) Authenticate(r *http.Request) (identity.Identity, error) {
 	if g.noAuth {
-		return Identity{Subject: SubjectAnonymous}, nil
+		return identity.Identity{Subject: identity.Anonymous}, nil
 	}
 	if hs := r.Header.Values("Authorization"); len(hs) > 0 {
 		if len(hs) > 1 {
-			return Identity{}, unauthorized("The request carries more than one Authorization header; send exactly one.")
+			return identity.Identity{}, unauthorized("The request carries more than one Authorization header; send exactly one.")
 		}
 		scheme, tok, ok := strings.Cut(hs[0], " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
-			return Identity{}, unauthorized("The Authorization header must be \"Bearer <token>\".")
+			return identity.Identity{}, unauthorized("The Authorization header must be \"Bearer <token>\".")
 		}
 		id, ok := g.lookup(strings.TrimLeft(tok, " "))
 		if !ok {
-			return Identity{}, unauthorized("The bearer token is not valid.")
+			return identity.Identity{}, unauthorized("The bearer token is not valid.")
 		}
 		return id, nil
 	}
 	cookies := r.CookiesNamed(g.cookieName)
 	if len(cookies) == 0 {
 		if r.URL != nil && r.URL.Query().Has("token") {
-			return Identity{}, unauthorized("A token in the query string is accepted only when opening a page; send Authorization: Bearer <token> instead.")
+			return identity.Identity{}, unauthorized("A token in the query string is accepted only when opening a page; send Authorization: Bearer <token> instead.")
 		}
-		return Identity{}, unauthorized("No credential: send Authorization: Bearer <token>, or open the start URL once in this browser.")
+		return identity.Identity{}, unauthorized("No credential: send Authorization: Bearer <token>, or open the start URL once in this browser.")
 	}
 	// Several cookies of one name can arrive (another Path or Domain); any
 	// valid one will do, looking at a bounded number.
@@ -369,42 +354,42 @@ func (g *Guard) Authenticate(r *http.Request) (Identity, error) {
 			return id, nil
 		}
 	}
-	return Identity{}, unauthorized("The sign-in cookie is not valid (its token may have been revoked); open the start URL again.")
+	return identity.Identity{}, unauthorized("The sign-in cookie is not valid (its token may have been revoked); open the start URL again.")
 }
 
 // Context returns a child of parent that is cancelled with cause
-// ErrRevoked as soon as id's token stops authenticating as id.Subject
+// identity.ErrRevoked as soon as id's token stops authenticating as id.Subject
 // (removed from the tokens file, or moved to another subject). When that
 // already happened, the context comes back cancelled. The launch token and
 // NoAuth identities are never revoked. The CancelFunc releases the
 // registration and must be called, as with context.WithCancel.
-func (g *Guard) Context(parent context.Context, id Identity) (context.Context, context.CancelFunc) {
+func (g *Guard) Context(parent context.Context, id identity.Identity) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
 	release := func() { cancel(context.Canceled) }
 	if g.noAuth {
 		return ctx, release
 	}
 	g.mu.Lock()
-	subject, ok := g.subjectOfLocked(id.TokenID)
+	subject, ok := g.subjectOfLocked(id.Credential)
 	if !ok || subject != id.Subject {
 		g.mu.Unlock()
-		cancel(ErrRevoked)
+		cancel(identity.ErrRevoked)
 		return ctx, release
 	}
-	if g.launch != nil && id.TokenID == g.launch.id {
+	if g.launch != nil && id.Credential == g.launch.id {
 		g.mu.Unlock()
 		return ctx, release
 	}
 	w := &watcher{subject: id.Subject, cancel: cancel}
-	ws := g.watches[id.TokenID]
+	ws := g.watches[id.Credential]
 	if ws == nil {
 		ws = map[*watcher]struct{}{}
-		g.watches[id.TokenID] = ws
+		g.watches[id.Credential] = ws
 	}
 	ws[w] = struct{}{}
 	g.mu.Unlock()
 	// Unregister however the context ends: release, parent done, revoked.
-	context.AfterFunc(ctx, func() { g.unwatch(id.TokenID, w) })
+	context.AfterFunc(ctx, func() { g.unwatch(id.Credential, w) })
 	return ctx, release
 }
 
@@ -428,19 +413,4 @@ func (g *Guard) watching() int {
 		n += len(ws)
 	}
 	return n
-}
-
-type identityKey struct{}
-
-// WithIdentity returns a copy of ctx carrying id.
-func WithIdentity(ctx context.Context, id Identity) context.Context {
-	return context.WithValue(ctx, identityKey{}, id)
-}
-
-// IdentityFromContext returns the identity the guard attached to a
-// request's context, and whether there was one (a public path without a
-// valid credential has none).
-func IdentityFromContext(ctx context.Context) (Identity, bool) {
-	id, ok := ctx.Value(identityKey{}).(Identity)
-	return id, ok
 }

@@ -25,6 +25,8 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
 	"go.uber.org/goleak"
+
+	"github.com/surfaced/surfaced/identity"
 )
 
 func TestMain(m *testing.M) {
@@ -98,7 +100,7 @@ func testApp(g *Guard) *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	site := e.Group("", g.Middleware(isPublicPath))
 	page := func(c echo.Context) error {
-		id, ok := IdentityFromContext(c.Request().Context())
+		id, ok := identity.FromContext(c.Request().Context())
 		return c.String(http.StatusOK, fmt.Sprintf("page signed-in=%v subject=%s", ok, id.Subject))
 	}
 	site.GET("/", page)
@@ -114,7 +116,7 @@ func testApp(g *Guard) *echo.Echo {
 		_, _ = io.WriteString(w, ": open\n\n")
 		w.Flush()
 		<-ctx.Done()
-		if errors.Is(context.Cause(ctx), ErrRevoked) {
+		if errors.Is(context.Cause(ctx), identity.ErrRevoked) {
 			_, _ = io.WriteString(w, "event: end\ndata: {\"reason\":\"revoked\"}\n\n")
 		}
 		return nil

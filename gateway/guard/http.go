@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/surfaced/surfaced/identity"
 )
 
 // Handler is the net/http form of Middleware: the same gates, in the same
@@ -60,7 +62,7 @@ func (g *Guard) admit(w http.ResponseWriter, r *http.Request, public func(string
 		writeError(w, r, ae.Status, ae.Code, ae.Message)
 		return nil, false
 	}
-	return r.WithContext(WithIdentity(r.Context(), id)), true
+	return r.WithContext(identity.NewContext(r.Context(), id)), true
 }
 
 // gates runs the Host gate then the Origin gate, answering 403 on a

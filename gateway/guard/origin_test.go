@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/surfaced/surfaced/identity"
 )
 
 type originCase struct {
@@ -114,7 +116,7 @@ func wsStatus(t *testing.T, s *server, tc originCase) int {
 	if err == nil {
 		defer conn.Close()
 		_, msg, err := conn.ReadMessage()
-		if err != nil || string(msg) != SubjectLocal {
+		if err != nil || string(msg) != identity.Local {
 			t.Fatalf("WebSocket: read %q, %v; want the subject", msg, err)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/surfaced/surfaced/identity"
 )
 
 // SignInPath is where the sign-in confirmation page posts to.
@@ -47,7 +49,7 @@ func (g *Guard) exchange(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("Referrer-Policy", "no-referrer")
 	toks := r.URL.Query()["token"]
-	var id Identity
+	var id identity.Identity
 	ok := len(toks) == 1
 	if ok {
 		id, ok = g.lookup(toks[0])
@@ -96,7 +98,7 @@ func (g *Guard) exchange(w http.ResponseWriter, r *http.Request) {
 }
 
 // signIn sets the cookie and sends the browser on to next.
-func (g *Guard) signIn(w http.ResponseWriter, r *http.Request, id Identity, token, next string) {
+func (g *Guard) signIn(w http.ResponseWriter, r *http.Request, id identity.Identity, token, next string) {
 	http.SetCookie(w, &http.Cookie{
 		Name:     g.cookieName,
 		Value:    token,
@@ -112,7 +114,7 @@ func (g *Guard) signIn(w http.ResponseWriter, r *http.Request, id Identity, toke
 
 // cookieIdentity is who the browser's sign-in cookie says it is, when it
 // holds a valid token.
-func (g *Guard) cookieIdentity(r *http.Request) (Identity, bool) {
+func (g *Guard) cookieIdentity(r *http.Request) (identity.Identity, bool) {
 	for i, c := range r.CookiesNamed(g.cookieName) {
 		if i == 4 {
 			break
@@ -121,14 +123,14 @@ func (g *Guard) cookieIdentity(r *http.Request) (Identity, bool) {
 			return id, true
 		}
 	}
-	return Identity{}, false
+	return identity.Identity{}, false
 }
 
 // writeConfirmation answers the confirmation page: who the browser is, who
 // the link signs in as, and a form that posts the switch with a mark bound
 // to this browser's current cookie.
-func (g *Guard) writeConfirmation(w http.ResponseWriter, cur, next Identity, token, to string) {
-	mark := g.confirmMark(cur.TokenID, next.TokenID, time.Now().Add(confirmWithin))
+func (g *Guard) writeConfirmation(w http.ResponseWriter, cur, next identity.Identity, token, to string) {
+	mark := g.confirmMark(cur.Credential, next.Credential, time.Now().Add(confirmWithin))
 	// The form's POST must carry the page's origin for the Origin gate:
 	// with no-referrer a browser sends "Origin: null". "origin" still
 	// keeps the page's address (it holds the token) out of any Referer.
@@ -173,7 +175,7 @@ func (g *Guard) confirmSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cur, _ := g.cookieIdentity(r)
-	if !g.checkMark(r.PostForm.Get("confirm"), cur.TokenID, id.TokenID) {
+	if !g.checkMark(r.PostForm.Get("confirm"), cur.Credential, id.Credential) {
 		refuse("This confirmation expired or was not made for this browser; open the link again.")
 		return
 	}

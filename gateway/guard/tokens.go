@@ -16,6 +16,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/surfaced/surfaced/identity"
 )
 
 // LaunchToken returns a fresh random 128-bit token as 32 lowercase hex
@@ -29,14 +31,14 @@ func LaunchToken() string {
 // tokenEntry is one admitted token, known only by its digest.
 type tokenEntry struct {
 	digest  digestWords
-	id      string // hex of the digest: Identity.TokenID
+	id      string // hex of the digest: identity.Identity.Credential
 	subject string
 }
 
 // tokenSet is an immutable set of entries from one read of the tokens file.
 type tokenSet struct {
 	entries []tokenEntry
-	byID    map[string]string // TokenID → subject (digests are not secrets)
+	byID    map[string]string // Credential → subject (digests are not secrets)
 }
 
 func newTokenSet(entries []tokenEntry) *tokenSet {
@@ -159,7 +161,7 @@ func parseTokensFile(path string, data []byte, launch *tokenEntry) (*tokenSet, e
 			return nil, fail("%s: the same token as tokens[%d] (subject %q); one token must name one subject", where, j, (*f.Tokens)[j].Subject)
 		}
 		if launch != nil && id == launch.id {
-			return nil, fail("%s: this is the launch token (--token), whose subject is %q; give the file entry its own token", where, SubjectLocal)
+			return nil, fail("%s: this is the launch token (--token), whose subject is %q; give the file entry its own token", where, identity.Local)
 		}
 		seen[id] = i
 		var d [sha256.Size]byte
@@ -179,8 +181,8 @@ func checkSubject(s string) error {
 		return errors.New("subject is not valid UTF-8")
 	case strings.TrimSpace(s) != s:
 		return errors.New("subject has leading or trailing space")
-	case s == SubjectLocal || s == SubjectAnonymous:
-		return fmt.Errorf("subject %q is reserved (%q is the launch token's subject, %q is everyone under --no-auth)", s, SubjectLocal, SubjectAnonymous)
+	case s == identity.Local || s == identity.Anonymous:
+		return fmt.Errorf("subject %q is reserved (%q is the launch token's subject, %q is everyone under --no-auth)", s, identity.Local, identity.Anonymous)
 	}
 	for _, r := range s {
 		if unicode.IsControl(r) {

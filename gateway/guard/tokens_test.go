@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/surfaced/surfaced/identity"
 )
 
 const (
@@ -23,10 +25,10 @@ const (
 // revocationBound is what docs/http-api.md promises: a removed token's streams close within 1 s.
 const revocationBound = time.Second
 
-func whoami(t *testing.T, s *server, token string) (int, Identity) {
+func whoami(t *testing.T, s *server, token string) (int, identity.Identity) {
 	t.Helper()
 	resp, body := do(t, http.MethodGet, s.srv.URL+"/api/whoami", "Authorization", "Bearer "+token)
-	var id Identity
+	var id identity.Identity
 	_ = json.Unmarshal([]byte(body), &id)
 	return resp.StatusCode, id
 }
@@ -39,9 +41,9 @@ func TestTokensFileSubjects(t *testing.T) {
 	path := tokensPath(t)
 	writeTokensFile(t, path, "alice", aliceToken, "bob", bobToken)
 	s := start(t, Config{Token: testToken, TokensFile: path})
-	for tok, want := range map[string]string{aliceToken: "alice", bobToken: "bob", testToken: SubjectLocal} {
+	for tok, want := range map[string]string{aliceToken: "alice", bobToken: "bob", testToken: identity.Local} {
 		st, id := whoami(t, s, tok)
-		if st != http.StatusOK || id.Subject != want || id.TokenID != digestHex(tok) {
+		if st != http.StatusOK || id.Subject != want || id.Credential != digestHex(tok) {
 			t.Errorf("token of %s: got %d %+v", want, st, id)
 		}
 	}
@@ -87,7 +89,7 @@ func TestTokensFileReloadAddsAndRevokes(t *testing.T) {
 		return st == http.StatusOK && id.Subject == "carol"
 	})
 
-	// Remove bob: his context ends within the bound, with ErrRevoked.
+	// Remove bob: his context ends within the bound, with identity.ErrRevoked.
 	began := time.Now()
 	writeTokensFile(t, path, "alice", aliceToken, "carol", carolToken)
 	select {
@@ -98,8 +100,8 @@ func TestTokensFileReloadAddsAndRevokes(t *testing.T) {
 	if took := time.Since(began); took > revocationBound {
 		t.Errorf("revocation took %v, the promise is %v", took, revocationBound)
 	}
-	if cause := context.Cause(bobCtx); !errors.Is(cause, ErrRevoked) {
-		t.Errorf("cause = %v, want ErrRevoked", cause)
+	if cause := context.Cause(bobCtx); !errors.Is(cause, identity.ErrRevoked) {
+		t.Errorf("cause = %v, want identity.ErrRevoked", cause)
 	}
 	// The token stopped authenticating no later than its contexts ended.
 	if st, _ := whoami(t, s, bobToken); st != http.StatusUnauthorized {
@@ -113,8 +115,8 @@ func TestTokensFileReloadAddsAndRevokes(t *testing.T) {
 	// A context asked for after the revocation comes back cancelled.
 	late, lateCancel := g.Context(t.Context(), bob)
 	defer lateCancel()
-	if !errors.Is(context.Cause(late), ErrRevoked) {
-		t.Errorf("context for a revoked identity: cause %v, want ErrRevoked", context.Cause(late))
+	if !errors.Is(context.Cause(late), identity.ErrRevoked) {
+		t.Errorf("context for a revoked identity: cause %v, want identity.ErrRevoked", context.Cause(late))
 	}
 	if !strings.Contains(s.logs.String(), "tokens file reloaded") {
 		t.Errorf("no reload log line: %s", s.logs)
@@ -130,7 +132,7 @@ func TestTokensFileSubjectChangeRevokes(t *testing.T) {
 	defer cancel()
 	writeTokensFile(t, path, "dave", bobToken)
 	<-ctx.Done()
-	if !errors.Is(context.Cause(ctx), ErrRevoked) {
+	if !errors.Is(context.Cause(ctx), identity.ErrRevoked) {
 		t.Fatalf("cause %v", context.Cause(ctx))
 	}
 	if st, id := whoami(t, s, bobToken); st != http.StatusOK || id.Subject != "dave" {
@@ -230,7 +232,7 @@ func TestTokensFileValidEdgeCases(t *testing.T) {
 	}
 	s := start(t, Config{TokensFile: path})
 	for _, tok := range []string{aliceToken, bobToken} {
-		if st, id := whoami(t, s, tok); st != http.StatusOK || id.Subject != "alice" || id.TokenID != digestHex(tok) {
+		if st, id := whoami(t, s, tok); st != http.StatusOK || id.Subject != "alice" || id.Credential != digestHex(tok) {
 			t.Errorf("got %d %+v", st, id)
 		}
 	}
@@ -362,20 +364,20 @@ func TestContextRegistration(t *testing.T) {
 	defer cancel()
 	parentCancel()
 	<-ctx.Done()
-	if errors.Is(context.Cause(ctx), ErrRevoked) {
+	if errors.Is(context.Cause(ctx), identity.ErrRevoked) {
 		t.Error("a parent cancellation reported as a revocation")
 	}
 	waitFor(t, time.Second, "the orphaned context to unregister", func() bool { return g.watching() == 0 })
 
-	for name, id := range map[string]Identity{
+	for name, id := range map[string]identity.Identity{
 		"zero identity":       {},
-		"forged subject":      {Subject: "mallory", TokenID: alice.TokenID},
-		"unknown token":       {Subject: "alice", TokenID: digestHex("nope")},
-		"anonymous with auth": {Subject: SubjectAnonymous},
+		"forged subject":      {Subject: "mallory", Credential: alice.Credential},
+		"unknown token":       {Subject: "alice", Credential: digestHex("nope")},
+		"anonymous with auth": {Subject: identity.Anonymous},
 	} {
 		ctx, cancel := g.Context(t.Context(), id)
-		if !errors.Is(context.Cause(ctx), ErrRevoked) {
-			t.Errorf("%s: cause %v, want an immediate ErrRevoked", name, context.Cause(ctx))
+		if !errors.Is(context.Cause(ctx), identity.ErrRevoked) {
+			t.Errorf("%s: cause %v, want an immediate identity.ErrRevoked", name, context.Cause(ctx))
 		}
 		cancel()
 	}

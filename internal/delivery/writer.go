@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/identity"
 	"github.com/surfaced/surfaced/internal/clock"
 )
 
@@ -73,7 +73,7 @@ type Writer struct {
 
 // Run writes what the queue holds as it comes, until the stream ends, and
 // returns why it ended. ctx is the request's: its end is the client going
-// away, or, when its cause is guard.ErrRevoked, the credential revoked.
+// away, or, when its cause is identity.ErrRevoked, the credential revoked.
 //
 // A slow consumer always gets its end: whether the queue cut it (too many
 // bytes or too old) or a write stayed blocked for SlowAfter, OnSlow
@@ -146,7 +146,7 @@ func (w *Writer) Run(ctx context.Context, q *Queue, t Transport) Reason {
 		case <-w.Done:
 			return EndClosed
 		case <-ctx.Done():
-			if errors.Is(context.Cause(ctx), guard.ErrRevoked) {
+			if errors.Is(context.Cause(ctx), identity.ErrRevoked) {
 				return r.end(EndRevoked)
 			}
 			return EndClientGone

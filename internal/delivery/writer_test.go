@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/identity"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -232,7 +232,7 @@ func TestWriterRevoked(t *testing.T) {
 	ft := newFakeTransport()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := runWriter(ctx, &Writer{}, q, ft)
-	cancel(guard.ErrRevoked)
+	cancel(identity.ErrRevoked)
 	if r := result(t, done); r != EndRevoked {
 		t.Fatalf("ended %q", r)
 	}
