@@ -11,6 +11,7 @@ import (
 	"github.com/surfaced/surfaced/identity"
 	"github.com/surfaced/surfaced/internal/delivery"
 	"github.com/surfaced/surfaced/internal/wire"
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
 // events serves GET /api/sessions/{id}/events: the session's frames as SSE,
@@ -89,7 +90,7 @@ func (t sseTransport) Write(it delivery.Item) error {
 	if f := it.Frame; f != nil {
 		d := t.Data()
 		*d = wire.AppendData((*d)[:0], f.GetEvent())
-		delivery.WriteEvent(t.Buffer(), wire.Kind(f.GetEvent()), f.GetId(), *d)
+		delivery.WriteEvent(t.Buffer(), pb.KindOf(f.GetEvent()), f.GetId(), *d)
 	} else {
 		delivery.WriteEvent(t.Buffer(), "", "", it.Raw)
 	}

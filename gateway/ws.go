@@ -75,7 +75,7 @@ func (t *wsTransport) Write(it delivery.Item) error {
 	}
 	t.msg.Reset()
 	t.data = wire.AppendData(t.data[:0], f.GetEvent())
-	writeWSFrame(&t.msg, wire.Kind(f.GetEvent()), f.GetId(), t.data)
+	writeWSFrame(&t.msg, pb.KindOf(f.GetEvent()), f.GetId(), t.data)
 	return t.conn.WriteMessage(websocket.TextMessage, t.msg.Bytes())
 }
 

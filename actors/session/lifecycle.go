@@ -13,7 +13,6 @@ import (
 	"github.com/surfaced/surfaced/actors/session/internal/hub"
 	"github.com/surfaced/surfaced/actors/session/internal/turn"
 	"github.com/surfaced/surfaced/actors/surface"
-	"github.com/surfaced/surfaced/internal/wire"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -38,7 +37,7 @@ func (s *sessionActor) started(ctx actor.Context) {
 		s.deps.Activated(s.rec.ID, ctx.Self())
 	}
 	s.hub = hub.New(s.rec.ID, newEpoch(s.clock.Now()), s.lim.ReplayFrames, s.lim.ReplayBytes)
-	s.hub.OnEmit = func(ev *pb.Event) { s.deps.Metrics.Frame(wire.Kind(ev)) }
+	s.hub.OnEmit = func(ev *pb.Event) { s.deps.Metrics.Frame(pb.KindOf(ev)) }
 
 	spec, known := s.deps.Agent(s.rec.Agent)
 	s.spec = spec

@@ -92,7 +92,7 @@ func NewCollector(sys *actor.ActorSystem) *Collector {
 				var data map[string]any
 				raw := wire.Data(f.GetEvent())
 				_ = json.Unmarshal(raw, &data)
-				fr := Frame{Kind: wire.Kind(f.GetEvent()), ID: f.GetId(), Seq: f.GetSeq(), Data: data, Raw: raw}
+				fr := Frame{Kind: pb.KindOf(f.GetEvent()), ID: f.GetId(), Seq: f.GetSeq(), Data: data, Raw: raw}
 				c.mu.Lock()
 				c.all = append(c.all, fr)
 				c.mu.Unlock()

@@ -16,41 +16,6 @@ import (
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
-// Frame kinds of the browser wire format.
-const (
-	KindState      = "state"
-	KindChat       = "chat"
-	KindSession    = "session"
-	KindUIRequest  = "ui-request"
-	KindDiagnostic = "diagnostic"
-	KindResync     = "resync"
-	KindEnd        = "end"
-	KindArtifact   = "artifact"
-)
-
-// Kind is the frame kind of ev ("" for an empty event).
-func Kind(ev *pb.Event) string {
-	switch ev.GetEvent().(type) {
-	case *pb.Event_State:
-		return KindState
-	case *pb.Event_Status:
-		return KindSession
-	case *pb.Event_Chat:
-		return KindChat
-	case *pb.Event_UiRequest:
-		return KindUIRequest
-	case *pb.Event_Diagnostic:
-		return KindDiagnostic
-	case *pb.Event_Resync:
-		return KindResync
-	case *pb.Event_End:
-		return KindEnd
-	case *pb.Event_Artifact:
-		return KindArtifact
-	}
-	return ""
-}
-
 // Data renders ev's JSON data.
 func Data(ev *pb.Event) []byte { return AppendData(nil, ev) }
 
@@ -188,10 +153,6 @@ func appendUIRequest(dst []byte, r *pb.UIRequestEvent) []byte {
 	return append(dst, '}')
 }
 
-// MessageID is the AI SDK message id of a turn: unique for the life of a
-// session because turn ids are.
-func MessageID(turnID uint64) string { return "turn-" + strconv.FormatUint(turnID, 10) }
-
 // AppendChunk appends the UI message chunk of a chat event.
 func AppendChunk(dst []byte, c *pb.ChatEvent) []byte {
 	switch e := c.GetChunk().(type) {
@@ -241,7 +202,7 @@ func AppendChunk(dst []byte, c *pb.ChatEvent) []byte {
 		t := e.TurnStart
 		id := t.GetMessageId()
 		if id == "" {
-			id = MessageID(t.GetTurnId())
+			id = pb.TurnMessageID(t.GetTurnId())
 		}
 		dst = append(dst, `{"type":"start","messageId":`...)
 		dst = AppendString(dst, id)

@@ -1,5 +1,7 @@
 package surfacedv1
 
+import "strconv"
+
 // Constructors of the session's events, so that an emitter names what it
 // says in one call.
 
@@ -50,3 +52,43 @@ const (
 func ArtifactOf(event string, a *Artifact) *Event {
 	return &Event{Event: &Event_Artifact{Artifact: &ArtifactEvent{Event: event, Artifact: a}}}
 }
+
+// Kinds of event: the name each one goes by wherever it is named (a
+// browser frame's kind, a metric's label).
+const (
+	KindState      = "state"
+	KindChat       = "chat"
+	KindSession    = "session" // a StatusEvent
+	KindUIRequest  = "ui-request"
+	KindDiagnostic = "diagnostic"
+	KindResync     = "resync"
+	KindEnd        = "end"
+	KindArtifact   = "artifact"
+)
+
+// KindOf is the kind of ev ("" for an empty event).
+func KindOf(ev *Event) string {
+	switch ev.GetEvent().(type) {
+	case *Event_State:
+		return KindState
+	case *Event_Status:
+		return KindSession
+	case *Event_Chat:
+		return KindChat
+	case *Event_UiRequest:
+		return KindUIRequest
+	case *Event_Diagnostic:
+		return KindDiagnostic
+	case *Event_Resync:
+		return KindResync
+	case *Event_End:
+		return KindEnd
+	case *Event_Artifact:
+		return KindArtifact
+	}
+	return ""
+}
+
+// TurnMessageID is the chat message id of a turn (TurnStart.message_id):
+// unique for the life of a session because turn ids are.
+func TurnMessageID(turnID uint64) string { return "turn-" + strconv.FormatUint(turnID, 10) }

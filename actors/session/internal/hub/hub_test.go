@@ -6,7 +6,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/surfaced/surfaced/internal/wire"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -76,7 +75,7 @@ func TestFreshResumedAndResync(t *testing.T) {
 		t.Fatalf("outside the window: %v", res)
 	}
 	got = m.frames("late")
-	if wire.Kind(got[0].GetEvent()) != wire.KindResync || len(got) != 2 {
+	if pb.KindOf(got[0].GetEvent()) != pb.KindResync || len(got) != 2 {
 		t.Fatalf("late got %v; want resync then the sticky state", got)
 	}
 	if res := h.Subscribe(m, sub("other"), "zz-1"); res.GetMode() != ModeResync {
@@ -108,7 +107,7 @@ func TestOneBatchPerFlushAndEnd(t *testing.T) {
 		t.Fatal("end not reported")
 	}
 	last := m.sent["b"][len(m.sent["b"])-1]
-	if !last.GetFinal() || wire.Kind(last.Frames[len(last.Frames)-1].GetEvent()) != wire.KindEnd {
+	if !last.GetFinal() || pb.KindOf(last.Frames[len(last.Frames)-1].GetEvent()) != pb.KindEnd {
 		t.Fatalf("last batch %v; want final with the end frame", last)
 	}
 	if h.Len() != 0 || len(m.watched) != 0 {

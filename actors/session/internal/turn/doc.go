@@ -25,7 +25,7 @@
 // Ids: turn ids and prompt ids are two sequences, each continuing above
 // Config.LastID (the highest id the session ever handed out), so that both
 // stay unique for the life of the session across activations; a turn's chat
-// message id is wire.MessageID of its turn id. With Config.Reserve the
+// message id is pb.TurnMessageID of its turn id. With Config.Reserve the
 // machine never hands out an id above what the session reserved.
 //
 // A Machine belongs to the session actor: one goroutine at a time, no locks,

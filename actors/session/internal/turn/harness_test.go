@@ -64,7 +64,7 @@ func (r *recorder) Emit(ev *pb.Event, sticky string) {
 		}
 		r.add("ui %s %s", sticky, wire.Data(ev))
 	default:
-		r.t.Errorf("machine emitted a %s event", wire.Kind(ev))
+		r.t.Errorf("machine emitted a %s event", pb.KindOf(ev))
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	proc "github.com/surfaced/surfaced/agentproc"
-	"github.com/surfaced/surfaced/internal/wire"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -294,7 +293,7 @@ func (m *Machine) stamp() time.Time {
 func (m *Machine) chat(chunk pb.ChatChunk) { m.out.Emit(pb.ChatOf(chunk), "") }
 
 func turnStart(id uint64, promptIDs []uint64) *pb.ChatEvent_TurnStart {
-	return &pb.ChatEvent_TurnStart{TurnStart: &pb.TurnStart{TurnId: id, PromptIds: promptIDs, MessageId: wire.MessageID(id)}}
+	return &pb.ChatEvent_TurnStart{TurnStart: &pb.TurnStart{TurnId: id, PromptIds: promptIDs, MessageId: pb.TurnMessageID(id)}}
 }
 
 // Prompt takes a prompt: it hands out the prompt's id and asks the session
