@@ -16,6 +16,7 @@ import (
 
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/actors/session"
+	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/internal/delivery"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
@@ -246,12 +247,12 @@ func (a *attachment) subscribe() {
 			a.root.Send(a.self, &subscribed{err: errStore(code)})
 			return
 		}
-		a.root.Send(a.self, &subscribed{err: errInternal("unavailable")})
+		a.root.Send(a.self, &subscribed{err: errInternal(codes.Unavailable)})
 		return
 	}
 	if e := r.GetError(); e != nil {
 		switch e.GetCode() {
-		case session.CodeNotFound, session.CodeEnded:
+		case codes.NotFound, codes.SessionEnded:
 			a.root.Send(a.self, &subscribed{err: errNoSuchSession()})
 		default:
 			a.srv.log.Error("acp subscribe refused", "connection", a.conn.id, "session", a.sessionID, "code", e.GetCode(), "message", e.GetMessage())
@@ -352,21 +353,21 @@ func (a *attachment) commandDone(ctx actor.Context, cmd command, res any, err er
 		return
 	case err != nil:
 		a.srv.log.Error("acp prompt did not reach the session", "connection", a.conn.id, "session", a.sessionID, "err", err)
-		a.answer(h, nil, errInternal("unavailable"))
+		a.answer(h, nil, errInternal(codes.Unavailable))
 		return
 	}
 	r, _ := res.(*pb.PromptResult)
 	if e := r.GetError(); e != nil {
 		switch e.GetCode() {
-		case session.CodeNotFound, session.CodeEnded:
+		case codes.NotFound, codes.SessionEnded:
 			a.answer(h, nil, errNoSuchSession())
-		case session.CodeImagesRefused:
+		case codes.ImagesNotSupported:
 			a.answer(h, nil, errInvalidParams("prompt", `This agent does not accept "image" content in a prompt.`))
-		case session.CodeEmptyPrompt:
+		case codes.EmptyPrompt:
 			a.answer(h, nil, errInvalidParams("prompt", "The prompt carried no text."))
-		case session.CodeStoreUnavailable, session.CodeOutcomeUnknown:
+		case codes.StoreUnavailable, codes.OutcomeUnknown:
 			a.answer(h, nil, errStore(e.GetCode()))
-		case session.CodeTooLarge:
+		case codes.TooLarge:
 			// The session names the limit: "the prompt is N bytes, over the
 			// M-byte limit (limits.prompt_bytes)".
 			a.answer(h, nil, errInvalidParams("prompt", "%s", upperFirst(e.GetMessage())+"."))
@@ -402,7 +403,7 @@ func (a *attachment) turnEnded(promptIDs []uint64, stop string) {
 	case "error":
 		// The detail stays in the log; the editor gets the code only.
 		a.srv.log.Warn("acp turn failed", "connection", a.conn.id, "session", a.sessionID, "error", a.turnError)
-		rerr = errInternal("turn_failed")
+		rerr = errInternal(codes.TurnFailed)
 	default:
 		result = map[string]string{"stopReason": "end_turn"}
 	}

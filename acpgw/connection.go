@@ -15,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	acp "github.com/coder/acp-go-sdk"
 
+	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/internal/delivery"
 )
 
@@ -229,7 +230,7 @@ func (c *conn) answerPending() {
 		if r.method == "session/prompt" {
 			msg = encodeResponse(r.id, map[string]string{"stopReason": "cancelled"}, nil)
 		} else {
-			msg = encodeResponse(r.id, nil, errInternal("shutting_down"))
+			msg = encodeResponse(r.id, nil, errInternal(codes.ShuttingDown))
 		}
 		if s := c.pushLocked(r.sessionID, msg); s != nil {
 			over = s
@@ -425,7 +426,7 @@ func (c *conn) attach(sessionID, agent string, hold bool) *attachedSession {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		a := &attachedSession{ready: make(chan struct{}), err: errInternal("connection_closed")}
+		a := &attachedSession{ready: make(chan struct{}), err: errInternal(codes.ConnectionClosed)}
 		close(a.ready)
 		return a
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/actors/session"
+	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/store"
 )
 
@@ -253,28 +254,28 @@ func errTooManySessions(q *surfaced.QuotaError) *acp.RequestError {
 			msg = "Too many sessions: the node that serves this session runs as many as it may; try again later."
 		}
 	}
-	return &acp.RequestError{Code: codeInternal, Message: msg, Data: map[string]string{"code": "too_many_sessions"}}
+	return &acp.RequestError{Code: codeInternal, Message: msg, Data: map[string]string{"code": codes.TooManySessions}}
 }
 
 // errStore answers a change the store could not take (store_unavailable:
 // not made, try again) or did not confirm (outcome_unknown: it may have
 // been made): -32603 with the code, and a retry hint for the first.
 func errStore(code string) *acp.RequestError {
-	if code == session.CodeOutcomeUnknown {
+	if code == codes.OutcomeUnknown {
 		return &acp.RequestError{Code: codeInternal, Message: "The store did not answer in time: the change may or may not have been made.",
 			Data: map[string]any{"code": code}}
 	}
 	return &acp.RequestError{Code: codeInternal, Message: "The session store cannot be written right now; nothing was changed. Try again.",
-		Data: map[string]any{"code": session.CodeStoreUnavailable, "retryAfter": 1}}
+		Data: map[string]any{"code": codes.StoreUnavailable, "retryAfter": 1}}
 }
 
 // storeErrCode is the store code an error carries, or "".
 func storeErrCode(err error) string {
 	switch {
 	case errors.Is(err, store.ErrOutcomeUnknown):
-		return session.CodeOutcomeUnknown
+		return codes.OutcomeUnknown
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, session.ErrStoreUnavailable):
-		return session.CodeStoreUnavailable
+		return codes.StoreUnavailable
 	}
 	return ""
 }
@@ -284,7 +285,7 @@ func storeErrCode(err error) string {
 func errTooManySessionsOnConnection(limit int) *acp.RequestError {
 	return &acp.RequestError{Code: codeInternal,
 		Message: fmt.Sprintf("Too many sessions on this connection: it has %d (the limit); close one (session/close) or open another connection.", limit),
-		Data:    map[string]string{"code": "too_many_sessions_on_connection"}}
+		Data:    map[string]string{"code": codes.TooManySessionsOnConnection}}
 }
 
 // errTooManyConnections answers initialize for a subject that has as many
@@ -292,7 +293,7 @@ func errTooManySessionsOnConnection(limit int) *acp.RequestError {
 func errTooManyConnections(limit int) *acp.RequestError {
 	return &acp.RequestError{Code: codeInternal,
 		Message: fmt.Sprintf("Too many connections: you already have %d open (the limit); close one (DELETE) or let an unused one expire.", limit),
-		Data:    map[string]string{"code": "too_many_connections"}}
+		Data:    map[string]string{"code": codes.TooManyConnections}}
 }
 
 // errInternal never carries the failure's text: that is logged.

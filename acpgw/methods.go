@@ -16,6 +16,7 @@ import (
 
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/actors/session"
+	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/identity"
 	"github.com/surfaced/surfaced/store"
 )
@@ -259,7 +260,7 @@ func (s *Server) sessionList(c *conn, m *rpcMessage) (any, *acp.RequestError) {
 	}
 	if err != nil {
 		s.log.Error("acp session/list failed", "connection", c.id, "err", err)
-		return nil, errInternal("store_failed")
+		return nil, errInternal(codes.StoreFailed)
 	}
 	out := listResult{Sessions: []listItem{}}
 	for _, rec := range page {

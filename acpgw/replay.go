@@ -8,6 +8,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/surfaced/surfaced/actors/session"
+	"github.com/surfaced/surfaced/codes"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -52,15 +53,15 @@ func (s *Server) replay(c *conn, a *attachedSession, sid string) *acp.RequestErr
 			return errNoSuchSession()
 		}
 		s.log.Error("acp session/load: transcript", "connection", c.id, "session", sid, "err", err)
-		return errInternal("transcript_failed")
+		return errInternal(codes.TranscriptFailed)
 	}
 	tr := res.(*pb.Transcript)
 	if tr.GetError() != nil {
-		if tr.GetError().GetCode() == session.CodeNotFound {
+		if tr.GetError().GetCode() == codes.NotFound {
 			return errNoSuchSession()
 		}
 		s.log.Error("acp session/load: transcript", "connection", c.id, "session", sid, "err", tr.GetError().GetMessage())
-		return errInternal("transcript_failed")
+		return errInternal(codes.TranscriptFailed)
 	}
 	payloads := !s.opts.WithholdToolPayloads
 	for _, e := range tr.GetEntries() {

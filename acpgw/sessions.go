@@ -10,6 +10,7 @@ import (
 
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/actors/session"
+	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/store"
 )
 
@@ -51,7 +52,7 @@ func (s *Server) sessionNew(c *conn, m *rpcMessage) (any, *acp.RequestError) {
 		if code := storeErrCode(err); code != "" {
 			return nil, errStore(code)
 		}
-		return nil, errInternal("create_failed")
+		return nil, errInternal(codes.CreateFailed)
 	}
 	if e := s.waitAttached(c, c.attach(id, spec.Name, false)); e != nil {
 		return nil, e
@@ -101,7 +102,7 @@ func (s *Server) waitAttached(c *conn, a *attachedSession) *acp.RequestError {
 	case <-a.ready:
 		return a.err
 	case <-c.done:
-		return errInternal("connection_closed")
+		return errInternal(codes.ConnectionClosed)
 	}
 }
 
@@ -149,7 +150,7 @@ func (s *Server) owned(ctx context.Context, c *conn, sid, agent string) *acp.Req
 		return errNoSuchSession()
 	case err != nil:
 		s.log.Error("acp session lookup failed", "connection", c.id, "session", sid, "err", err)
-		return errInternal("store_failed")
+		return errInternal(codes.StoreFailed)
 	case rec.Owner != c.subject, rec.Agent != agent, rec.Status == session.StatusEnded:
 		return errNoSuchSession()
 	}

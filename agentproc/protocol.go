@@ -3,6 +3,8 @@ package agentproc
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/surfaced/surfaced/codes"
 )
 
 // Protocol is the surface extension's protocol name, announced in agent_ready.
@@ -39,38 +41,39 @@ const (
 // (or from the session's cwd), and artifact_get writes the bytes there.
 const EnvArtifactDir = "SURFACED_ARTIFACT_DIR"
 
-// Reserved command result codes.
+// Reserved command result codes: the agent protocol's names for codes of
+// package codes, which defines and documents every code a client can meet.
 const (
-	CodeUnknownAction        = "unknown_action"
-	CodeSurfaceNotRegistered = "surface_not_registered"
-	CodeDispatchFailed       = "dispatch_failed"
-	CodeTimeout              = "timeout"
-	CodeInvalidArgs          = "invalid_args"
-	CodeAgentUnavailable     = "agent_unavailable"
-	CodeDuplicateDomain      = "duplicate_domain"
+	CodeUnknownAction        = codes.UnknownAction
+	CodeSurfaceNotRegistered = codes.SurfaceNotRegistered
+	CodeDispatchFailed       = codes.DispatchFailed
+	CodeTimeout              = codes.Timeout
+	CodeInvalidArgs          = codes.InvalidArgs
+	CodeAgentUnavailable     = codes.AgentUnavailable
+	CodeDuplicateDomain      = codes.DuplicateDomain
 	// CodeStoreUnavailable: the store could not take the change, so it was
 	// not applied (try again).
-	CodeStoreUnavailable = "store_unavailable"
+	CodeStoreUnavailable = codes.StoreUnavailable
 	// CodeOutcomeUnknown: the change was sent to the store and its answer
 	// never came: it may or may not have been applied.
-	CodeOutcomeUnknown = "outcome_unknown"
+	CodeOutcomeUnknown = codes.OutcomeUnknown
 	// CodeLineTooLong: the agent's answer was over the line cap (it was
 	// dropped); the command did not change the state.
-	CodeLineTooLong = "line_too_long"
+	CodeLineTooLong = codes.LineTooLong
 	// CodeQueueFull: the domain's command queue is full; try again later.
-	CodeQueueFull = "queue_full"
+	CodeQueueFull = codes.QueueFull
 	// CodeCancelled: the caller stopped waiting before the command ran; it
 	// was not run (an outcome in metrics; nobody is left to read it).
-	CodeCancelled = "cancelled"
+	CodeCancelled = codes.Cancelled
 	// Codes of the artifact lines and the data plane.
-	CodeNotFound      = "not_found"
-	CodeInvalidField  = "invalid_field"
-	CodePathRefused   = "path_refused"
-	CodeTooLarge      = "too_large"
-	CodeQuotaExceeded = "quota_exceeded"
-	CodeSessionEnded  = "session_ended"
-	CodeUnavailable   = "unavailable"
-	CodeNoDataPlane   = "no_data_plane"
+	CodeNotFound      = codes.NotFound
+	CodeInvalidField  = codes.InvalidField
+	CodePathRefused   = codes.PathRefused
+	CodeTooLarge      = codes.TooLarge
+	CodeQuotaExceeded = codes.QuotaExceeded
+	CodeSessionEnded  = codes.SessionEnded
+	CodeUnavailable   = codes.Unavailable
+	CodeNoDataPlane   = codes.NoDataPlane
 )
 
 // SurfaceKeyPrefix prefixes the session KV key of a domain's snapshot.

@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/surfaced/surfaced/codes"
 )
 
 // AgentUI is what one agent ships for the web UI: a folder of files (its
@@ -128,7 +130,7 @@ func (s *Server) agentFile(c echo.Context) error {
 }
 
 func agentFileNotFound() *APIError {
-	return apiErr(http.StatusNotFound, "not_found", "no such file")
+	return apiErr(http.StatusNotFound, codes.NotFound, "no such file")
 }
 
 // agentFilePath is the file a request names inside the agent's UI folder,

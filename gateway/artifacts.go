@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/surfaced/surfaced/artifact"
+	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/identity"
 	"github.com/surfaced/surfaced/internal/wire"
@@ -51,22 +52,22 @@ func artifactJSON(a artifact.Artifact) json.RawMessage {
 	return wire.AppendArtifact(nil, artifact.ToProto(a))
 }
 
-func noArtifact() *APIError { return apiErr(http.StatusNotFound, "not_found", "no such artifact") }
+func noArtifact() *APIError { return apiErr(http.StatusNotFound, codes.NotFound, "no such artifact") }
 
 // artifactErr maps the errors of artifact.Service; nil for others.
 func artifactErr(err error) *APIError {
 	var fe *artifact.FieldError
 	switch {
 	case errors.As(err, &fe):
-		return apiErr(http.StatusBadRequest, "invalid_field", sentence(errors.New(fe.Message)), fe.Field)
+		return apiErr(http.StatusBadRequest, codes.InvalidField, sentence(errors.New(fe.Message)), fe.Field)
 	case errors.Is(err, artifact.ErrNotFound):
 		return noArtifact()
 	case errors.Is(err, artifact.ErrTooLarge):
-		return apiErr(http.StatusRequestEntityTooLarge, "too_large", sentence(trimPrefix(err)))
+		return apiErr(http.StatusRequestEntityTooLarge, codes.TooLarge, sentence(trimPrefix(err)))
 	case errors.Is(err, artifact.ErrQuotaExceeded):
-		return apiErr(http.StatusRequestEntityTooLarge, "quota_exceeded", sentence(trimPrefix(err)))
+		return apiErr(http.StatusRequestEntityTooLarge, codes.QuotaExceeded, sentence(trimPrefix(err)))
 	case errors.Is(err, artifact.ErrSessionEnded):
-		return apiErr(http.StatusConflict, "session_ended", "the session has ended: its artifacts can be read and deleted, not added")
+		return apiErr(http.StatusConflict, codes.SessionEnded, "the session has ended: its artifacts can be read and deleted, not added")
 	}
 	return nil
 }
@@ -110,7 +111,7 @@ func (s *Server) putArtifact(c echo.Context) error {
 		return err
 	}
 	if s.isClosing() {
-		return apiErr(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
+		return apiErr(http.StatusServiceUnavailable, codes.ShuttingDown, "the daemon is shutting down")
 	}
 	r := c.Request()
 	o := artifact.PutOptions{Name: c.QueryParam("name"), DerivedFrom: c.QueryParam("derivedFrom"), Size: r.ContentLength}
@@ -150,7 +151,7 @@ func (s *Server) putArtifact(c echo.Context) error {
 			return ae
 		}
 		if body.err != nil {
-			return apiErr(http.StatusBadRequest, "bad_body", "the request body could not be read to its end")
+			return apiErr(http.StatusBadRequest, codes.BadBody, "the request body could not be read to its end")
 		}
 		return err
 	}
@@ -163,7 +164,7 @@ func filePart(r *http.Request, body io.Reader) (*multipart.Part, error) {
 	r.Body = io.NopCloser(body)
 	mr, err := r.MultipartReader()
 	if err != nil {
-		return nil, apiErr(http.StatusBadRequest, "bad_body", "the multipart body cannot be read: "+err.Error())
+		return nil, apiErr(http.StatusBadRequest, codes.BadBody, "the multipart body cannot be read: "+err.Error())
 	}
 	for {
 		p, err := mr.NextPart()
@@ -171,14 +172,14 @@ func filePart(r *http.Request, body io.Reader) (*multipart.Part, error) {
 			return nil, fieldErr("file", "the multipart body has no part named file")
 		}
 		if err != nil {
-			return nil, apiErr(http.StatusBadRequest, "bad_body", "the multipart body cannot be read: "+err.Error())
+			return nil, apiErr(http.StatusBadRequest, codes.BadBody, "the multipart body cannot be read: "+err.Error())
 		}
 		if p.FormName() == "file" {
 			return p, nil
 		}
 		// Another field: skipped, within reason.
 		if n, _ := io.Copy(io.Discard, io.LimitReader(p, 64<<10+1)); n > 64<<10 {
-			return nil, apiErr(http.StatusBadRequest, "bad_body", "a multipart field other than file is over 64 KiB")
+			return nil, apiErr(http.StatusBadRequest, codes.BadBody, "a multipart field other than file is over 64 KiB")
 		}
 	}
 }
@@ -262,15 +263,15 @@ func (s *Server) artifactContent(c echo.Context) error {
 			return noArtifact()
 		}
 	} else if !signed {
-		return apiErr(http.StatusUnauthorized, "unauthorized",
+		return apiErr(http.StatusUnauthorized, codes.Unauthorized,
 			"No credential: send Authorization: Bearer <token>, or open the artifact's signed URL (its exp and sig).")
 	}
 	err := arts.Verify(ctx, id, q.Get("exp"), q.Get("sig"))
 	switch {
 	case errors.Is(err, artifact.ErrSignatureExpired):
-		return apiErr(http.StatusForbidden, "signature_expired", "This signed URL has expired; ask for a new one.")
+		return apiErr(http.StatusForbidden, codes.SignatureExpired, "This signed URL has expired; ask for a new one.")
 	case errors.Is(err, artifact.ErrBadSignature) && !authed:
-		return apiErr(http.StatusUnauthorized, "unauthorized", "The signature of this URL is not valid.")
+		return apiErr(http.StatusUnauthorized, codes.Unauthorized, "The signature of this URL is not valid.")
 	case err != nil:
 		return noArtifact() // another artifact's signature; or, with a credential, none that holds
 	}

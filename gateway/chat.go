@@ -17,8 +17,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/surfaced/surfaced/actors/session"
 	"github.com/surfaced/surfaced/artifact"
+	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/internal/delivery"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
@@ -104,7 +104,7 @@ func (b *chatBody) prompt(sessionID string) (chatPrompt, error) {
 		}
 	}
 	if last < 0 {
-		return chatPrompt{}, apiErr(http.StatusBadRequest, "no_user_message", "messages has no message with role \"user\": the last one is the prompt", "messages")
+		return chatPrompt{}, apiErr(http.StatusBadRequest, codes.NoUserMessage, "messages has no message with role \"user\": the last one is the prompt", "messages")
 	}
 	base := fmt.Sprintf("messages[%d].parts", last)
 	var parts []chatPart
@@ -136,7 +136,7 @@ func (b *chatBody) prompt(sessionID string) (chatPrompt, error) {
 	}
 	p.text = strings.Join(texts, "\n\n")
 	if strings.TrimSpace(p.text) == "" && len(p.files) == 0 {
-		return chatPrompt{}, apiErr(http.StatusBadRequest, session.CodeEmptyPrompt,
+		return chatPrompt{}, apiErr(http.StatusBadRequest, codes.EmptyPrompt,
 			fmt.Sprintf("messages[%d], the last user message, has no text and no file", last), base)
 	}
 	return p, nil
@@ -282,7 +282,7 @@ func (s *Server) attach(c echo.Context, files []chatFile) (attached []artifact.A
 		return nil, nil, err
 	}
 	if s.isClosing() {
-		return nil, nil, apiErr(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
+		return nil, nil, apiErr(http.StatusServiceUnavailable, codes.ShuttingDown, "the daemon is shutting down")
 	}
 	ctx := c.Request().Context()
 	arts := s.rt.Artifacts()
@@ -334,7 +334,7 @@ func fileErr(f chatFile, err error) error {
 		case "name":
 			field += ".filename"
 		}
-		return apiErr(http.StatusBadRequest, "invalid_field", sentence(fmt.Errorf("%s: %s", field, fe.Message)), field)
+		return apiErr(http.StatusBadRequest, codes.InvalidField, sentence(fmt.Errorf("%s: %s", field, fe.Message)), field)
 	}
 	if errors.Is(err, artifact.ErrNotFound) {
 		return notFound() // the session went meanwhile
@@ -408,7 +408,7 @@ func (s *Server) chat(c echo.Context) error {
 		st.close()
 		s.discard(c, made)
 		ae := fromPB(r.GetError())
-		if ae.Code == session.CodeEmptyPrompt {
+		if ae.Code == codes.EmptyPrompt {
 			ae.Fields = []string{"messages"}
 		}
 		return ae

@@ -9,8 +9,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	proc "github.com/surfaced/surfaced/agentproc"
 	"github.com/surfaced/surfaced/artifact"
+	"github.com/surfaced/surfaced/codes"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -25,7 +25,7 @@ func (s *Server) fetchData(c echo.Context) error {
 	req := c.Request()
 	path, err := dataPath(req.URL.EscapedPath())
 	if err != nil {
-		return apiErr(http.StatusBadRequest, "invalid_field", "the page's path is not valid: "+err.Error(), "path")
+		return apiErr(http.StatusBadRequest, codes.InvalidField, "the page's path is not valid: "+err.Error(), "path")
 	}
 	res, err := s.ask(c, &pb.SurfaceFetch{Caller: s.caller(c), Domain: c.Param("domain"), Path: path,
 		Query: req.URL.RawQuery, IfNoneMatch: req.Header.Get("If-None-Match")})
@@ -50,7 +50,7 @@ func (s *Server) fetchData(c echo.Context) error {
 	case r.GetArtifact() != "":
 		a, err := s.rt.Artifacts().Get(req.Context(), c.Param("id"), r.GetArtifact())
 		if errors.Is(err, artifact.ErrNotFound) {
-			return apiErr(http.StatusBadGateway, "bad_page", "the page names an artifact the session does not have")
+			return apiErr(http.StatusBadGateway, codes.BadPage, "the page names an artifact the session does not have")
 		}
 		if err != nil {
 			return err
@@ -82,15 +82,15 @@ func dataPath(escaped string) (string, error) {
 // with its code.
 func dataErr(e *pb.Error) *APIError {
 	switch e.GetCode() {
-	case proc.CodeNotFound, proc.CodeSurfaceNotRegistered:
+	case codes.NotFound, codes.SurfaceNotRegistered:
 		return apiErr(http.StatusNotFound, e.GetCode(), e.GetMessage())
-	case proc.CodeNoDataPlane:
+	case codes.NoDataPlane:
 		return apiErr(http.StatusNotImplemented, e.GetCode(), e.GetMessage())
-	case proc.CodeAgentUnavailable:
+	case codes.AgentUnavailable:
 		return apiErr(http.StatusServiceUnavailable, e.GetCode(), e.GetMessage())
-	case proc.CodeTimeout:
+	case codes.Timeout:
 		return apiErr(http.StatusGatewayTimeout, e.GetCode(), e.GetMessage())
-	case proc.CodeInvalidArgs:
+	case codes.InvalidArgs:
 		return apiErr(http.StatusBadRequest, e.GetCode(), e.GetMessage())
 	}
 	return apiErr(http.StatusBadGateway, e.GetCode(), e.GetMessage())

@@ -15,6 +15,8 @@ import (
 	"unicode"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/surfaced/surfaced/codes"
 )
 
 // decodeBody reads a JSON body into v, strictly: the content type must be
@@ -51,12 +53,12 @@ func readBody(c echo.Context, max int64) ([]byte, error) {
 		var ne net.Error
 		switch {
 		case errors.As(err, &mbe):
-			return nil, apiErr(http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request body is over the %d-byte limit", max))
+			return nil, apiErr(http.StatusRequestEntityTooLarge, codes.TooLarge, fmt.Sprintf("the request body is over the %d-byte limit", max))
 		case errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 			c.Response().Header().Set("Connection", "close")
-			return nil, apiErr(http.StatusRequestTimeout, "body_timeout", "the request body did not arrive in time")
+			return nil, apiErr(http.StatusRequestTimeout, codes.BodyTimeout, "the request body did not arrive in time")
 		}
-		return nil, apiErr(http.StatusBadRequest, "bad_body", "the request body could not be read")
+		return nil, apiErr(http.StatusBadRequest, codes.BadBody, "the request body could not be read")
 	}
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return []byte("{}"), nil
@@ -71,7 +73,7 @@ func requireJSON(r *http.Request) error {
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return apiErr(http.StatusUnsupportedMediaType, "unsupported_media_type", "send the body as application/json")
+		return apiErr(http.StatusUnsupportedMediaType, codes.UnsupportedMediaType, "send the body as application/json")
 	}
 	return nil
 }
@@ -91,7 +93,7 @@ func decodeJSONWith(data []byte, v any, strict bool) error {
 	// Only JSON whitespace may follow the value. (dec.More is not enough:
 	// it reports false before a stray } or ].)
 	if rest := bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
-		return apiErr(http.StatusBadRequest, "invalid_json", "the body must be one JSON value with nothing after it")
+		return apiErr(http.StatusBadRequest, codes.InvalidJSON, "the body must be one JSON value with nothing after it")
 	}
 	return nil
 }
@@ -101,15 +103,15 @@ func jsonError(err error) error {
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &se):
-		return apiErr(http.StatusBadRequest, "invalid_json", fmt.Sprintf("the body is not valid JSON (at byte %d: %v)", se.Offset, err))
+		return apiErr(http.StatusBadRequest, codes.InvalidJSON, fmt.Sprintf("the body is not valid JSON (at byte %d: %v)", se.Offset, err))
 	case errors.As(err, &te):
 		field := te.Field
 		if field == "" {
-			return apiErr(http.StatusBadRequest, "invalid_json", "the body must be a JSON object")
+			return apiErr(http.StatusBadRequest, codes.InvalidJSON, "the body must be a JSON object")
 		}
-		return apiErr(http.StatusBadRequest, "invalid_field", fmt.Sprintf("%s must be %s, not %s", field, jsonKind(te.Type.String()), te.Value), field)
+		return apiErr(http.StatusBadRequest, codes.InvalidField, fmt.Sprintf("%s must be %s, not %s", field, jsonKind(te.Type.String()), te.Value), field)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return apiErr(http.StatusBadRequest, "invalid_json", "the body is not valid JSON (it ends too early)")
+		return apiErr(http.StatusBadRequest, codes.InvalidJSON, "the body is not valid JSON (it ends too early)")
 	}
 	if quoted, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		// encoding/json quotes the key with %q: unquote it, so that the
@@ -118,9 +120,9 @@ func jsonError(err error) error {
 		if uerr != nil {
 			name = strings.Trim(quoted, `"`)
 		}
-		return apiErr(http.StatusBadRequest, "unknown_field", fmt.Sprintf("%s is not a field of this request", showField(name)), name)
+		return apiErr(http.StatusBadRequest, codes.UnknownField, fmt.Sprintf("%s is not a field of this request", showField(name)), name)
 	}
-	return apiErr(http.StatusBadRequest, "invalid_json", "the body is not valid JSON: "+err.Error())
+	return apiErr(http.StatusBadRequest, codes.InvalidJSON, "the body is not valid JSON: "+err.Error())
 }
 
 // showField is a field name as a message shows it: as it is when it is a
@@ -152,5 +154,5 @@ func jsonKind(goType string) string {
 }
 
 func fieldErr(field, msg string) error {
-	return apiErr(http.StatusBadRequest, "invalid_field", msg, field)
+	return apiErr(http.StatusBadRequest, codes.InvalidField, msg, field)
 }

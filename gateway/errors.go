@@ -11,7 +11,7 @@ import (
 
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/actors/session"
-	"github.com/surfaced/surfaced/actors/surface"
+	"github.com/surfaced/surfaced/codes"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -39,23 +39,23 @@ func apiErr(status int, code, msg string, fields ...string) *APIError {
 // statusOf maps a session-level error code to its HTTP status.
 func statusOf(code string) int {
 	switch code {
-	case session.CodeNotFound:
+	case codes.NotFound:
 		return http.StatusNotFound
-	case session.CodeEnded, session.CodeUnavailable, session.CodeUnknownUI, session.CodeTurnNotReplayable:
+	case codes.SessionEnded, codes.AgentUnavailable, codes.UnknownUIRequest, codes.TurnNotReplayable:
 		return http.StatusConflict
-	case session.CodeRateLimited, session.CodeInboxFull, session.CodeQueueFull, session.CodeTooManySessions:
+	case codes.RateLimited, codes.InboxFull, codes.QueueFull, codes.TooManySessions:
 		return http.StatusTooManyRequests
-	case session.CodeReadOnly:
+	case codes.SurfaceReadOnly:
 		return http.StatusForbidden
-	case session.CodeInvalidKey, session.CodeInvalidValue, session.CodeInvalid, session.CodeEmptyPrompt, session.CodeImagesRefused:
+	case codes.InvalidKey, codes.InvalidValue, codes.InvalidRequest, codes.EmptyPrompt, codes.ImagesNotSupported:
 		return http.StatusBadRequest
-	case session.CodeTooLarge:
+	case codes.TooLarge:
 		return http.StatusRequestEntityTooLarge
-	case session.CodeMoved, session.CodeStoreUnavailable:
+	case codes.SessionMoved, codes.StoreUnavailable:
 		return http.StatusServiceUnavailable
-	case session.CodeOutcomeUnknown:
+	case codes.OutcomeUnknown:
 		return http.StatusGatewayTimeout
-	case surface.CodeKeyReused:
+	case codes.IdempotencyKeyReused:
 		return http.StatusUnprocessableEntity
 	default:
 		return http.StatusInternalServerError
@@ -69,10 +69,10 @@ func fromPB(e *pb.Error) *APIError {
 		return notFound()
 	}
 	if st == http.StatusInternalServerError {
-		return apiErr(st, "internal", "internal error")
+		return apiErr(st, codes.Internal, "internal error")
 	}
 	ae := apiErr(st, e.GetCode(), e.GetMessage())
-	if e.GetCode() == session.CodeStoreUnavailable {
+	if e.GetCode() == codes.StoreUnavailable {
 		ae.RetryAfter = storeRetryAfter
 	}
 	return ae
@@ -80,13 +80,13 @@ func fromPB(e *pb.Error) *APIError {
 
 // storeUnavailable is the answer while the store cannot be used.
 func storeUnavailable(msg string) *APIError {
-	ae := apiErr(http.StatusServiceUnavailable, session.CodeStoreUnavailable, msg)
+	ae := apiErr(http.StatusServiceUnavailable, codes.StoreUnavailable, msg)
 	ae.RetryAfter = storeRetryAfter
 	return ae
 }
 
 func notFound() *APIError {
-	return apiErr(http.StatusNotFound, "not_found", "no such session")
+	return apiErr(http.StatusNotFound, codes.NotFound, "no such session")
 }
 
 // fromRequestErr maps a directory error.
@@ -98,19 +98,19 @@ func fromRequestErr(err error) *APIError {
 	case errors.Is(err, session.ErrStoreUnavailable):
 		return storeUnavailable("the session could not be read from the store; try again")
 	case errors.Is(err, store.ErrOutcomeUnknown):
-		return apiErr(http.StatusGatewayTimeout, session.CodeOutcomeUnknown, "the store did not answer in time: the change may or may not have been made")
+		return apiErr(http.StatusGatewayTimeout, codes.OutcomeUnknown, "the store did not answer in time: the change may or may not have been made")
 	case errors.Is(err, store.ErrUnavailable):
 		return storeUnavailable("the store cannot be written now; nothing was changed, try again")
 	case errors.As(err, &quota):
 		// A stored session this node has no room to wake.
-		return apiErr(http.StatusTooManyRequests, "too_many_sessions",
+		return apiErr(http.StatusTooManyRequests, codes.TooManySessions,
 			fmt.Sprintf("this daemon already runs %d sessions (the limit); try again when one sleeps", quota.Count))
 	case errors.Is(err, session.ErrTooManySessions):
-		return apiErr(http.StatusTooManyRequests, "too_many_sessions", "the node that serves this session runs as many sessions as it may; try again later")
+		return apiErr(http.StatusTooManyRequests, codes.TooManySessions, "the node that serves this session runs as many sessions as it may; try again later")
 	case errors.Is(err, session.ErrClosed), errors.Is(err, surfaced.ErrShuttingDown):
 		return errShuttingDown()
 	case errors.Is(err, session.ErrUnavailable):
-		return apiErr(http.StatusServiceUnavailable, "unavailable", "the session did not answer in time; try again")
+		return apiErr(http.StatusServiceUnavailable, codes.Unavailable, "the session did not answer in time; try again")
 	}
 	return nil
 }
@@ -128,11 +128,11 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	case errors.As(err, &he):
 		switch he.Code {
 		case http.StatusNotFound:
-			ae = apiErr(he.Code, "no_route", "no such route")
+			ae = apiErr(he.Code, codes.NoRoute, "no such route")
 		case http.StatusMethodNotAllowed:
-			ae = apiErr(he.Code, "method_not_allowed", "this route does not take "+c.Request().Method)
+			ae = apiErr(he.Code, codes.MethodNotAllowed, "this route does not take "+c.Request().Method)
 		case http.StatusRequestEntityTooLarge:
-			ae = apiErr(he.Code, "too_large", "the request body is too large")
+			ae = apiErr(he.Code, codes.TooLarge, "the request body is too large")
 		default:
 			if he.Code >= 500 {
 				ae = nil
@@ -148,9 +148,9 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	if ae == nil {
 		rid := c.Response().Header().Get(echo.HeaderXRequestID)
 		s.log.Error("internal error", "request_id", rid, "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
-		ae = apiErr(http.StatusInternalServerError, "internal", "internal error (request id "+rid+")")
+		ae = apiErr(http.StatusInternalServerError, codes.Internal, "internal error (request id "+rid+")")
 	}
-	if ae.Status >= 500 && ae.Code != "internal" {
+	if ae.Status >= 500 && ae.Code != codes.Internal {
 		s.log.Warn("request failed", "status", ae.Status, "code", ae.Code, "path", c.Request().URL.Path)
 	}
 	if ae.Status == http.StatusUnauthorized {

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/surfaced/surfaced/codes"
 )
 
 // HeaderIdempotencyKey names a surface command's idempotency key over HTTP;
@@ -35,7 +37,7 @@ func idempotencyKey(c echo.Context) (string, error) {
 		return "", nil
 	case 1:
 	default:
-		return "", apiErr(http.StatusBadRequest, "invalid_idempotency_key", "send one Idempotency-Key header, not several")
+		return "", apiErr(http.StatusBadRequest, codes.InvalidIdempotencyKey, "send one Idempotency-Key header, not several")
 	}
 	k := vals[0]
 	// The IETF draft's form is a quoted string; a bare token is common too.
@@ -53,7 +55,7 @@ func idempotencyKey(c echo.Context) (string, error) {
 func checkIdempotencyKey(k string) error {
 	bad := func(r rune) bool { return r < 0x21 || r > 0x7e || r == '"' }
 	if k == "" || len(k) > maxIdempotencyKey || strings.IndexFunc(k, bad) >= 0 {
-		return apiErr(http.StatusBadRequest, "invalid_idempotency_key",
+		return apiErr(http.StatusBadRequest, codes.InvalidIdempotencyKey,
 			"an idempotency key is 1 to 255 visible ASCII characters (a UUID, say), without spaces or quotes inside")
 	}
 	return nil

@@ -22,6 +22,7 @@ import (
 
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/actors/session"
+	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/gateway/internal/webui"
 	"github.com/surfaced/surfaced/internal/delivery"
@@ -270,7 +271,7 @@ func (s *Server) routes() {
 			return errShuttingDown()
 		}
 		if !s.rt.Ready() {
-			return apiErr(http.StatusServiceUnavailable, "not_ready", "this node is out of step with the cluster right now (rejoining, or leaving)")
+			return apiErr(http.StatusServiceUnavailable, codes.NotReady, "this node is out of step with the cluster right now (rejoining, or leaving)")
 		}
 		if h := s.rt.StoreHealth(); !h.Available {
 			return storeUnavailable(fmt.Sprintf("the store cannot be written (since %s): %v", h.Since.UTC().Format(time.RFC3339), h.Err))
@@ -362,7 +363,7 @@ func (s *Server) refuseWhenClosing(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 func errShuttingDown() *APIError {
-	return apiErr(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down; try again when it is back")
+	return apiErr(http.StatusServiceUnavailable, codes.ShuttingDown, "the daemon is shutting down; try again when it is back")
 }
 
 // requestContext bounds a request to a session: the caller's context, the

@@ -15,6 +15,7 @@ import (
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/actors/session"
 	"github.com/surfaced/surfaced/artifact"
+	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/gateway/guard"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
@@ -91,13 +92,13 @@ func (s *Server) createSession(c echo.Context) error {
 	switch {
 	case errors.As(err, &quota):
 		if quota.Scope == surfaced.QuotaTotal {
-			return apiErr(http.StatusTooManyRequests, "too_many_sessions", fmt.Sprintf("this daemon already runs %d sessions", quota.Count))
+			return apiErr(http.StatusTooManyRequests, codes.TooManySessions, fmt.Sprintf("this daemon already runs %d sessions", quota.Count))
 		}
-		return apiErr(http.StatusTooManyRequests, "too_many_sessions", fmt.Sprintf("you already have %d open sessions; delete one first", quota.Count))
+		return apiErr(http.StatusTooManyRequests, codes.TooManySessions, fmt.Sprintf("you already have %d open sessions; delete one first", quota.Count))
 	case errors.Is(err, surfaced.ErrNoAgent), errors.Is(err, surfaced.ErrAgentChoice), errors.Is(err, surfaced.ErrNoAgents):
-		return apiErr(http.StatusBadRequest, "invalid_agent", sentence(err), "agent")
+		return apiErr(http.StatusBadRequest, codes.InvalidAgent, sentence(err), "agent")
 	case errors.Is(err, surfaced.ErrBadCwd):
-		return apiErr(http.StatusBadRequest, "invalid_cwd", sentence(err), "cwd")
+		return apiErr(http.StatusBadRequest, codes.InvalidCwd, sentence(err), "cwd")
 	case err != nil:
 		return s.askErr(err)
 	}
@@ -117,13 +118,13 @@ func (s *Server) listSessions(c echo.Context) error {
 	if l := c.QueryParam("limit"); l != "" {
 		var n int
 		if _, err := fmt.Sscanf(l, "%d", &n); err != nil || n < 1 || n > 500 || fmt.Sprint(n) != l {
-			return apiErr(http.StatusBadRequest, "invalid_field", "limit must be a number from 1 to 500", "limit")
+			return apiErr(http.StatusBadRequest, codes.InvalidField, "limit must be a number from 1 to 500", "limit")
 		}
 		q.Limit = n
 	}
 	page, next, err := s.rt.Store().ListSessions(c.Request().Context(), q)
 	if errors.Is(err, store.ErrBadCursor) {
-		return apiErr(http.StatusBadRequest, "invalid_field", "cursor is not one this server gave out", "cursor")
+		return apiErr(http.StatusBadRequest, codes.InvalidField, "cursor is not one this server gave out", "cursor")
 	}
 	if err != nil {
 		return err
@@ -310,7 +311,7 @@ func (s *Server) prompt(c echo.Context) error {
 	r := res.(*pb.PromptResult)
 	if r.GetError() != nil {
 		ae := fromPB(r.GetError())
-		if ae.Code == session.CodeEmptyPrompt {
+		if ae.Code == codes.EmptyPrompt {
 			ae.Fields = []string{"message"}
 		}
 		return ae
@@ -413,7 +414,7 @@ func (s *Server) setState(c echo.Context) error {
 	if r.GetError() != nil {
 		ae := fromPB(r.GetError())
 		if ae.Status == http.StatusBadRequest {
-			ae.Fields = []string{map[string]string{session.CodeInvalidKey: "key"}[ae.Code]}
+			ae.Fields = []string{map[string]string{codes.InvalidKey: "key"}[ae.Code]}
 			if ae.Fields[0] == "" {
 				ae.Fields = []string{"value"}
 			}
@@ -496,7 +497,7 @@ func (b uiResponseBody) request(caller *pb.Caller) (*pb.UIResponse, error) {
 		msg.Which = "cancelled"
 	}
 	if n != 1 {
-		return nil, apiErr(http.StatusBadRequest, "invalid_field", "give exactly one of value, confirmed, cancelled", "value", "confirmed", "cancelled")
+		return nil, apiErr(http.StatusBadRequest, codes.InvalidField, "give exactly one of value, confirmed, cancelled", "value", "confirmed", "cancelled")
 	}
 	return msg, nil
 }

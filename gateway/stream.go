@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/surfaced/surfaced/actors/session"
+	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/internal/delivery"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
@@ -39,7 +40,7 @@ func lastEventID(c echo.Context) (string, error) {
 		v = c.QueryParam("lastEventId")
 	}
 	if len(v) > 128 || strings.ContainsAny(v, "\r\n") {
-		return "", apiErr(http.StatusBadRequest, "invalid_field", "Last-Event-ID is not an id this server gave out", "Last-Event-ID")
+		return "", apiErr(http.StatusBadRequest, codes.InvalidField, "Last-Event-ID is not an id this server gave out", "Last-Event-ID")
 	}
 	return v, nil
 }
@@ -70,7 +71,7 @@ func (s *Server) subscribe(c echo.Context, kind string, req *pb.Subscribe, sinkO
 		if kind == "ws" {
 			what = "WebSockets"
 		}
-		return nil, apiErr(http.StatusTooManyRequests, "too_many_streams",
+		return nil, apiErr(http.StatusTooManyRequests, codes.TooManyStreams,
 			fmt.Sprintf("you already have %d %s open (the limit); close one first", limit, what))
 	}
 	opened := false

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/surfaced/surfaced/actors/session"
+	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/internal/delivery"
 	"github.com/surfaced/surfaced/internal/wire"
@@ -33,7 +34,7 @@ func (s *Server) websocket(c echo.Context) error {
 		return err
 	}
 	if !websocket.IsWebSocketUpgrade(c.Request()) {
-		return apiErr(http.StatusBadRequest, "not_websocket", "this endpoint needs a WebSocket upgrade")
+		return apiErr(http.StatusBadRequest, codes.NotWebSocket, "this endpoint needs a WebSocket upgrade")
 	}
 	st, err := s.openStream(c, "ws", last)
 	if err != nil {
@@ -174,7 +175,7 @@ func (s *Server) wsRead(ctx context.Context, conn *websocket.Conn, st *stream, c
 // has ended.
 func (s *Server) wsDispatch(ctx context.Context, st *stream, connName string, caller *pb.Caller, sem chan struct{}, typ int, data []byte) bool {
 	if typ != websocket.TextMessage {
-		return st.q.PushRaw(wsReply(nil, false, nil, apiErr(http.StatusBadRequest, "invalid_frame", "send requests as text frames holding JSON")))
+		return st.q.PushRaw(wsReply(nil, false, nil, apiErr(http.StatusBadRequest, codes.InvalidFrame, "send requests as text frames holding JSON")))
 	}
 	var req wsRequest
 	if err := decodeJSON(data, &req); err != nil {
@@ -186,7 +187,7 @@ func (s *Server) wsDispatch(ctx context.Context, st *stream, connName string, ca
 	select {
 	case sem <- struct{}{}:
 	default:
-		return st.q.PushRaw(wsReply(req.ID, false, nil, apiErr(http.StatusTooManyRequests, "too_many_requests",
+		return st.q.PushRaw(wsReply(req.ID, false, nil, apiErr(http.StatusTooManyRequests, codes.TooManyRequests,
 			fmt.Sprintf("%d requests are in flight on this connection already; wait for their replies", cap(sem)))))
 	}
 	if st.q.Ended() != "" {

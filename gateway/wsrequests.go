@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/surfaced/surfaced/codes"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -41,7 +42,7 @@ func wsReply(id *string, ok bool, fields map[string]any, err error) []byte {
 	if err != nil {
 		var ae *APIError
 		if !errors.As(err, &ae) {
-			ae = apiErr(http.StatusInternalServerError, "internal", "internal error")
+			ae = apiErr(http.StatusInternalServerError, codes.Internal, "internal error")
 		}
 		data["ok"] = false
 		data["error"] = ae
@@ -175,6 +176,6 @@ func (s *Server) wsRequest(ctx context.Context, id string, caller *pb.Caller, r 
 		}
 		return nil, nil
 	default:
-		return nil, apiErr(http.StatusBadRequest, "unknown_type", "type "+strings.TrimSpace(*r.Type)+" is not one of command, prompt, abort, state, ui-response", "type")
+		return nil, apiErr(http.StatusBadRequest, codes.UnknownType, "type "+strings.TrimSpace(*r.Type)+" is not one of command, prompt, abort, state, ui-response", "type")
 	}
 }

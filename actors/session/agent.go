@@ -13,6 +13,7 @@ import (
 	agentactor "github.com/surfaced/surfaced/actors/internal/agent"
 	"github.com/surfaced/surfaced/actors/session/internal/turn"
 	proc "github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/internal/clock"
 	"github.com/surfaced/surfaced/internal/lograte"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
@@ -192,7 +193,7 @@ func (s *sessionActor) readyTimedOut(ctx actor.Context, m *readyTimeout) {
 		return
 	}
 	s.log.Warn("agent not ready in time", "timeout", s.lim.ReadyTimeout)
-	s.setStatus(StatusError, "ready_timeout", fmt.Sprintf("the agent did not become ready within %s", s.lim.ReadyTimeout))
+	s.setStatus(StatusError, codes.ReadyTimeout, fmt.Sprintf("the agent did not become ready within %s", s.lim.ReadyTimeout))
 	s.stopAgent(ctx)
 	s.turns.FailInbox("the agent did not become ready")
 }
@@ -229,16 +230,16 @@ func (s *sessionActor) agentExited(ctx actor.Context, m *pb.AgentExited) {
 	s.log.Warn("agent exited", "how", how, "ready", wasReady, "stderr_tail", m.GetStderrTail())
 	switch {
 	case m.GetExitCode() == -1 && m.GetError() != "" && !wasReady && m.GetSignal() == "":
-		s.deps.Metrics.AgentExit("spawn_failed")
-		s.setStatus(StatusError, "spawn_failed", "the agent could not start: "+m.GetError())
+		s.deps.Metrics.AgentExit(codes.SpawnFailed)
+		s.setStatus(StatusError, codes.SpawnFailed, "the agent could not start: "+m.GetError())
 		s.turns.FailInbox("the agent could not start")
 	case !wasReady:
-		s.deps.Metrics.AgentExit("exit_before_ready")
+		s.deps.Metrics.AgentExit(codes.ExitBeforeReady)
 		detail := "the agent exited before it was ready (" + how + ")"
 		if t := lastLine(m.GetStderrTail()); t != "" {
 			detail += ": " + t
 		}
-		s.setStatus(StatusError, "exit_before_ready", detail)
+		s.setStatus(StatusError, codes.ExitBeforeReady, detail)
 		s.turns.FailInbox("the agent exited before it was ready")
 	case m.GetExitCode() == 0 && m.GetSignal() == "":
 		s.deps.Metrics.AgentExit("stopped")
@@ -264,13 +265,13 @@ func (s *sessionActor) crashed(ctx actor.Context, how string) {
 	a.crashes = kept
 	if s.lim.RestartMax < 0 || len(a.crashes) >= s.lim.RestartMax {
 		s.turns.FailInbox("the agent crashed and will not be restarted")
-		s.end(ctx, "crashed", "restart_exhausted",
+		s.end(ctx, "crashed", codes.RestartExhausted,
 			fmt.Sprintf("the agent crashed (%s) %d times within %s; it is not restarted again", how, len(a.crashes)+1, s.lim.RestartWindow))
 		return
 	}
 	backoff := s.lim.RestartBackoff << len(a.crashes)
 	a.crashes = append(a.crashes, now)
-	s.setStatus(StatusError, "agent_crashed", fmt.Sprintf("the agent crashed (%s); restarting in %s", how, backoff))
+	s.setStatus(StatusError, codes.AgentCrashed, fmt.Sprintf("the agent crashed (%s); restarting in %s", how, backoff))
 	a.restarting = true
 	self, root := s.self, s.root
 	s.clock.AfterFunc(backoff, func() { root.Send(self, &restartAgent{}) })
@@ -352,18 +353,18 @@ func (s *sessionActor) routeLine(ctx actor.Context, m *pb.AgentLine) {
 		s.unsolicitedLine(ctx, "an answer to no command")
 	case proc.TypeExtensionUIRequest:
 		if err := s.turns.UIRequest(line); err != nil {
-			s.diagnostic("invalid_line", err.Error())
+			s.diagnostic(codes.InvalidLine, err.Error())
 		}
 	case proc.TypeSurfaceCommand, proc.TypeSurfaceGet, proc.TypeStateSet, proc.TypeStateDelete:
 		if !s.agent.announced {
-			s.diagnostic("invalid_line", typ+" from an agent that did not announce "+proc.Protocol)
+			s.diagnostic(codes.InvalidLine, typ+" from an agent that did not announce "+proc.Protocol)
 			s.unsolicitedLine(ctx, "surface lines without "+proc.Protocol)
 			return
 		}
 		s.surfaceLine(ctx, typ, line)
 	case proc.TypeArtifactPut, proc.TypeArtifactGet, proc.TypeArtifactList, proc.TypeArtifactURL:
 		if !s.agent.announced {
-			s.diagnostic("invalid_line", typ+" from an agent that did not announce "+proc.Protocol)
+			s.diagnostic(codes.InvalidLine, typ+" from an agent that did not announce "+proc.Protocol)
 			s.unsolicitedLine(ctx, "artifact lines without "+proc.Protocol)
 			return
 		}
@@ -379,7 +380,7 @@ func (s *sessionActor) routeLine(ctx actor.Context, m *pb.AgentLine) {
 		}
 		busy := s.turns.Busy()
 		if err := s.turns.AgentLine(typ, line); err != nil {
-			s.diagnostic("invalid_line", err.Error())
+			s.diagnostic(codes.InvalidLine, err.Error())
 		}
 		if !busy && !s.turns.Busy() && typ != proc.EventSessionInfoChanged {
 			// An event that belongs to no turn and started none.
@@ -478,11 +479,11 @@ func (s *sessionActor) modelProbed(m *pb.AgentReply) {
 func (s *sessionActor) agentReady(ctx actor.Context, line []byte) {
 	var r proc.AgentReady
 	if err := json.Unmarshal(line, &r); err != nil {
-		s.diagnostic("invalid_line", "agent_ready is not valid: "+err.Error())
+		s.diagnostic(codes.InvalidLine, "agent_ready is not valid: "+err.Error())
 		return
 	}
 	if s.agent.announced {
-		s.diagnostic("invalid_line", "agent_ready sent twice; the second is ignored")
+		s.diagnostic(codes.InvalidLine, "agent_ready sent twice; the second is ignored")
 		return
 	}
 	s.agent.announced = true

@@ -5,6 +5,7 @@ import (
 	"os"
 
 	proc "github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/codes"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -51,7 +52,7 @@ func (s *sessionActor) artifactLine(typ string, line []byte) {
 			"error": proc.ErrorBody{Code: proc.CodeUnavailable, Message: "this daemon keeps no artifacts for the session"}})
 		return
 	}
-	s.arts.handle(typ, line, reply, func(msg string) { s.diagnostic("invalid_line", msg) })
+	s.arts.handle(typ, line, reply, func(msg string) { s.diagnostic(codes.InvalidLine, msg) })
 }
 
 // dropScratch stops the artifact lines in progress and, when the session

@@ -2,7 +2,7 @@ package session
 
 import (
 	"github.com/surfaced/surfaced/actors/session/internal/hub"
-	proc "github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/store"
 )
 
@@ -31,38 +31,40 @@ const (
 // end{reason:"deleted"}, and its actor stops before its rows go.
 const StopDeleted = "deleted"
 
-// Session-level error codes (the request was refused; not a command outcome).
+// Session-level error codes (the request was refused; not a command
+// outcome): the session's names for codes of package codes, which defines
+// and documents every code a client can meet.
 const (
-	CodeNotFound      = "not_found"
-	CodeEnded         = "session_ended"
-	CodeRateLimited   = "rate_limited"
-	CodeReadOnly      = "surface_read_only"
-	CodeInvalidKey    = "invalid_key"
-	CodeInvalidValue  = "invalid_value"
-	CodeInboxFull     = "inbox_full"
-	CodeUnavailable   = "agent_unavailable"
-	CodeUnknownUI     = "unknown_ui_request"
-	CodeInvalid       = "invalid_request"
-	CodeTooLarge      = "too_large"
-	CodeInternal      = "internal"
-	CodeImagesRefused = "images_not_supported"
-	CodeEmptyPrompt   = "empty_prompt"
+	CodeNotFound      = codes.NotFound
+	CodeEnded         = codes.SessionEnded
+	CodeRateLimited   = codes.RateLimited
+	CodeReadOnly      = codes.SurfaceReadOnly
+	CodeInvalidKey    = codes.InvalidKey
+	CodeInvalidValue  = codes.InvalidValue
+	CodeInboxFull     = codes.InboxFull
+	CodeUnavailable   = codes.AgentUnavailable
+	CodeUnknownUI     = codes.UnknownUIRequest
+	CodeInvalid       = codes.InvalidRequest
+	CodeTooLarge      = codes.TooLarge
+	CodeInternal      = codes.Internal
+	CodeImagesRefused = codes.ImagesNotSupported
+	CodeEmptyPrompt   = codes.EmptyPrompt
 	// CodeStoreUnavailable: the store could not take the write (or cannot
 	// now); nothing was applied (try again).
-	CodeStoreUnavailable = proc.CodeStoreUnavailable
+	CodeStoreUnavailable = codes.StoreUnavailable
 	// CodeOutcomeUnknown: the write was sent and its outcome never came
 	// back: it may or may not have been applied.
-	CodeOutcomeUnknown = proc.CodeOutcomeUnknown
+	CodeOutcomeUnknown = codes.OutcomeUnknown
 	// CodeTurnNotReplayable: a subscription from the running turn's start
 	// was asked for, but the replay window no longer holds that start.
-	CodeTurnNotReplayable = "turn_not_replayable"
+	CodeTurnNotReplayable = codes.TurnNotReplayable
 	// CodeAgentFlooding: the agent kept writing lines nobody asked for and
 	// was stopped (a session status and diagnostic code).
-	CodeAgentFlooding = "agent_flooding"
+	CodeAgentFlooding = codes.AgentFlooding
 	// CodeQueueFull: a surface domain's command queue is full (the agent is
 	// behind); nothing was run, try again later.
-	CodeQueueFull = "queue_full"
+	CodeQueueFull = codes.QueueFull
 	// CodeTooManySessions: the node runs as many sessions as it may and
 	// cannot wake this one now.
-	CodeTooManySessions = "too_many_sessions"
+	CodeTooManySessions = codes.TooManySessions
 )

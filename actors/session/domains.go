@@ -8,6 +8,7 @@ import (
 
 	"github.com/surfaced/surfaced/actors/surface"
 	proc "github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/codes"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -59,7 +60,7 @@ func (s *sessionActor) declareDomains(ctx actor.Context, decls []proc.SurfaceDec
 	inc := s.agent.incarnation
 	for _, decl := range decls {
 		if decl.Domain == "" {
-			s.diagnostic("invalid_line", "agent_ready declares a surface without a domain")
+			s.diagnostic(codes.InvalidLine, "agent_ready declares a surface without a domain")
 			continue
 		}
 		d, exists := s.domains[decl.Domain]

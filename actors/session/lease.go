@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/surfaced/surfaced/actors/session/internal/lease"
+	"github.com/surfaced/surfaced/codes"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -17,7 +18,7 @@ import (
 // Errors a cluster grain answers instead of the request's own answer; the
 // cluster directory turns them into ErrNotFound or a retry elsewhere.
 const (
-	CodeMoved = "session_moved" // the lease is (or went) elsewhere: ask again
+	CodeMoved = codes.SessionMoved // the lease is (or went) elsewhere: ask again
 )
 
 // fence is the lease token this activation's writes carry (zero on a single

@@ -13,6 +13,7 @@ import (
 	"github.com/surfaced/surfaced/actors/session/internal/hub"
 	"github.com/surfaced/surfaced/actors/session/internal/turn"
 	"github.com/surfaced/surfaced/actors/surface"
+	"github.com/surfaced/surfaced/codes"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -81,7 +82,7 @@ func (s *sessionActor) started(ctx actor.Context) {
 		return
 	}
 	if !known {
-		s.setStatus(StatusError, "unknown_agent", fmt.Sprintf("the agent %q is not configured on this daemon", s.rec.Agent))
+		s.setStatus(StatusError, codes.UnknownAgent, fmt.Sprintf("the agent %q is not configured on this daemon", s.rec.Agent))
 		return
 	}
 	s.setStatus(StatusStarting, "", "")

@@ -12,6 +12,7 @@ import (
 	"github.com/surfaced/surfaced/actors/session/internal/turn"
 	proc "github.com/surfaced/surfaced/agentproc"
 	"github.com/surfaced/surfaced/artifact"
+	"github.com/surfaced/surfaced/codes"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -54,13 +55,13 @@ func (s *sessionActor) sendPrompt(c turn.Command) {
 		encoded := (a.GetSize() + 2) / 3 * 4
 		switch {
 		case !piImage(a.GetMediaType()):
-			s.diagnostic("attachment_not_delivered", fmt.Sprintf("%s (%s) was not given to the agent: a pi agent takes images (PNG, JPEG, GIF, WebP) only", a.GetId(), a.GetMediaType()))
+			s.diagnostic(codes.AttachmentNotDelivered, fmt.Sprintf("%s (%s) was not given to the agent: a pi agent takes images (PNG, JPEG, GIF, WebP) only", a.GetId(), a.GetMediaType()))
 		case !s.status.images:
-			s.diagnostic("attachment_not_delivered", fmt.Sprintf("%s was not given to the agent: its model takes no images", a.GetId()))
+			s.diagnostic(codes.AttachmentNotDelivered, fmt.Sprintf("%s was not given to the agent: its model takes no images", a.GetId()))
 		case a.GetSize() > maxPromptImage:
-			s.diagnostic("attachment_not_delivered", fmt.Sprintf("%s was not given to the agent: %d bytes, over the %d a prompt's image may have", a.GetId(), a.GetSize(), maxPromptImage))
+			s.diagnostic(codes.AttachmentNotDelivered, fmt.Sprintf("%s was not given to the agent: %d bytes, over the %d a prompt's image may have", a.GetId(), a.GetSize(), maxPromptImage))
 		case encoded > budget:
-			s.diagnostic("attachment_not_delivered", fmt.Sprintf("%s was not given to the agent: with it the prompt would pass the %d bytes one prompt may have", a.GetId(), s.lim.PromptBytes))
+			s.diagnostic(codes.AttachmentNotDelivered, fmt.Sprintf("%s was not given to the agent: with it the prompt would pass the %d bytes one prompt may have", a.GetId(), s.lim.PromptBytes))
 		case s.deps.Artifacts == nil:
 		default:
 			budget -= encoded

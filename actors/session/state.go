@@ -12,6 +12,7 @@ import (
 
 	"github.com/surfaced/surfaced/actors/session/internal/kv"
 	proc "github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/codes"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -30,7 +31,7 @@ func (s *sessionActor) surfaceLine(ctx actor.Context, typ string, line []byte) {
 	case proc.TypeSurfaceCommand:
 		var c proc.SurfaceCommand
 		if err := json.Unmarshal(line, &c); err != nil || c.ID == "" {
-			s.diagnostic("invalid_line", "surface_command needs an id, a domain and an action")
+			s.diagnostic(codes.InvalidLine, "surface_command needs an id, a domain and an action")
 			return
 		}
 		d, ok := s.registered(c.Domain)
@@ -47,7 +48,7 @@ func (s *sessionActor) surfaceLine(ctx actor.Context, typ string, line []byte) {
 	case proc.TypeSurfaceGet:
 		var g proc.SurfaceGet
 		if err := json.Unmarshal(line, &g); err != nil || g.ID == "" {
-			s.diagnostic("invalid_line", "surface_get needs an id and a domain")
+			s.diagnostic(codes.InvalidLine, "surface_get needs an id and a domain")
 			return
 		}
 		res := proc.SurfaceGetResult{Type: proc.TypeSurfaceGetResult, ID: g.ID}
@@ -67,26 +68,26 @@ func (s *sessionActor) surfaceLine(ctx actor.Context, typ string, line []byte) {
 			Value json.RawMessage `json:"value"`
 		}
 		if err := json.Unmarshal(line, &w); err != nil || w.Key == "" {
-			s.diagnostic("invalid_line", typ+" needs a key")
+			s.diagnostic(codes.InvalidLine, typ+" needs a key")
 			return
 		}
 		if strings.HasPrefix(w.Key, proc.SurfaceKeyPrefix) {
-			s.diagnostic("state_refused", fmt.Sprintf("the agent tried to write %q: surface snapshots are written by their domain actor only", w.Key))
+			s.diagnostic(codes.StateRefused, fmt.Sprintf("the agent tried to write %q: surface snapshots are written by their domain actor only", w.Key))
 			return
 		}
 		if strings.HasPrefix(w.Key, ReservedKeyPrefix) {
-			s.diagnostic("state_refused", fmt.Sprintf("the agent tried to write %q: keys starting with %q are the daemon's own", w.Key, ReservedKeyPrefix))
+			s.diagnostic(codes.StateRefused, fmt.Sprintf("the agent tried to write %q: keys starting with %q are the daemon's own", w.Key, ReservedKeyPrefix))
 			return
 		}
 		if typ == proc.TypeStateSet && len(w.Value) == 0 {
 			w.Value = json.RawMessage("null")
 		}
 		if len(w.Value) > s.lim.MaxKVValue {
-			s.diagnostic("state_refused", fmt.Sprintf("the agent's value for %q is %d bytes, over the %d-byte limit", w.Key, len(w.Value), s.lim.MaxKVValue))
+			s.diagnostic(codes.StateRefused, fmt.Sprintf("the agent's value for %q is %d bytes, over the %d-byte limit", w.Key, len(w.Value), s.lim.MaxKVValue))
 			return
 		}
 		if !s.deps.Writer.Available() {
-			s.diagnostic("state_refused", fmt.Sprintf("the agent's write of %q was refused: the store cannot be written now", w.Key))
+			s.diagnostic(codes.StateRefused, fmt.Sprintf("the agent's write of %q was refused: the store cannot be written now", w.Key))
 			return
 		}
 		s.writeKV(ctx, w.Key, w.Value, typ == proc.TypeStateDelete, nil, false)
@@ -223,7 +224,7 @@ func (s *sessionActor) kvRefused(w *kv.Write, err error) {
 	if r := w.Reply.(kvReply); r.sender != nil {
 		s.root.Send(r.sender, &pb.SetStateResult{Error: writeRefusal(err, "the value")})
 	} else {
-		s.diagnostic("state_refused", fmt.Sprintf("the agent's write of %q was not saved: the store could not be written", w.Key))
+		s.diagnostic(codes.StateRefused, fmt.Sprintf("the agent's write of %q was not saved: the store could not be written", w.Key))
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/surfaced/surfaced/actors/dispatch"
 	"github.com/surfaced/surfaced/actors/surface/internal/applied"
 	"github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/internal/clock"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
@@ -367,7 +368,7 @@ func (d *domainActor) queueExpired(ctx actor.Context, m *queueExpired) {
 
 // CodeKeyReused answers a command whose idempotency key an earlier, different
 // command (another action or other args) used.
-const CodeKeyReused = "idempotency_key_reused"
+const CodeKeyReused = codes.IdempotencyKeyReused
 
 func keyReused(m *pb.RunCommand) *pb.CommandResult {
 	return &pb.CommandResult{Correlation: m.GetCorrelation(), Refused: pb.Err(CodeKeyReused,

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/surfaced/surfaced/actors/inspect"
+	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/identity"
 )
@@ -95,12 +96,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
 	route, ok := strings.CutPrefix(path, Prefix)
 	if !ok {
-		writeError(w, http.StatusNotFound, "no_route", "no such route")
+		writeError(w, http.StatusNotFound, codes.NoRoute, "no such route")
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "this route does not take "+r.Method)
+		writeError(w, http.StatusMethodNotAllowed, codes.MethodNotAllowed, "this route does not take "+r.Method)
 		return
 	}
 	switch route {
@@ -118,14 +119,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/actors/stream":
 		h.stream(w, r)
 	default:
-		writeError(w, http.StatusNotFound, "no_route", "no such route")
+		writeError(w, http.StatusNotFound, codes.NoRoute, "no such route")
 	}
 }
 
 func (h *Handler) file(w http.ResponseWriter, r *http.Request, name, contentType string) {
 	b, err := fs.ReadFile(h.files, name)
 	if err != nil {
-		writeError(w, http.StatusNotFound, "no_route", "no such route")
+		writeError(w, http.StatusNotFound, codes.NoRoute, "no such route")
 		return
 	}
 	hd := w.Header()
@@ -152,17 +153,17 @@ func parseQuery(v url.Values) (inspect.Query, *apiError) {
 			known = known || k == p
 		}
 		if !known {
-			return inspect.Query{}, &apiError{Code: "invalid_field", Message: "unknown query parameter " + quote(k) + "; the parameters are kind, session and sort", Fields: []string{k}}
+			return inspect.Query{}, &apiError{Code: codes.InvalidField, Message: "unknown query parameter " + quote(k) + "; the parameters are kind, session and sort", Fields: []string{k}}
 		}
 		if len(vs) > 1 {
-			return inspect.Query{}, &apiError{Code: "invalid_field", Message: "the query parameter " + k + " is given more than once", Fields: []string{k}}
+			return inspect.Query{}, &apiError{Code: codes.InvalidField, Message: "the query parameter " + k + " is given more than once", Fields: []string{k}}
 		}
 	}
 	q := inspect.Query{Kind: v.Get("kind"), Session: v.Get("session"), Sort: v.Get("sort")}
 	if err := q.Validate(); err != nil {
 		var qe *inspect.QueryError
 		errors.As(err, &qe)
-		return inspect.Query{}, &apiError{Code: "invalid_field", Message: qe.Message, Fields: []string{qe.Field}}
+		return inspect.Query{}, &apiError{Code: codes.InvalidField, Message: qe.Message, Fields: []string{qe.Field}}
 	}
 	return q, nil
 }
@@ -185,7 +186,7 @@ func (h *Handler) actors(w http.ResponseWriter, r *http.Request) {
 	b, err := json.Marshal(h.report(q))
 	if err != nil {
 		h.log.Error("debug: encode actors", "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", "internal error")
+		writeError(w, http.StatusInternalServerError, codes.Internal, "internal error")
 		return
 	}
 	hd := w.Header()
@@ -208,7 +209,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	select {
 	case <-h.closed:
-		writeError(w, http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
+		writeError(w, http.StatusServiceUnavailable, codes.ShuttingDown, "the daemon is shutting down")
 		return
 	default:
 	}

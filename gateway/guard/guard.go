@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/identity"
 )
 
@@ -64,7 +65,7 @@ type AuthError struct {
 func (e *AuthError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
 
 func unauthorized(msg string) *AuthError {
-	return &AuthError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: msg}
+	return &AuthError{Status: http.StatusUnauthorized, Code: codes.Unauthorized, Message: msg}
 }
 
 // Guard holds the security gates shared by every listener. It is safe for

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/identity"
 )
 
@@ -70,14 +71,14 @@ func (g *Guard) admit(w http.ResponseWriter, r *http.Request, public func(string
 func (g *Guard) gates(w http.ResponseWriter, r *http.Request) bool {
 	if !g.HostOK(r) {
 		g.log.Warn("refused: Host not allowed", "host", clip(r.Host), "remote", r.RemoteAddr, "method", r.Method, "path", clip(r.URL.Path))
-		writeError(w, r, http.StatusForbidden, "host_not_allowed",
+		writeError(w, r, http.StatusForbidden, codes.HostNotAllowed,
 			"The Host "+strconv.Quote(clip(r.Host))+" is not one this daemon answers to; add it to allowed_hostnames if it is yours.")
 		return false
 	}
 	if !g.OriginOK(r) {
 		origin := clip(strings.Join(r.Header.Values("Origin"), ", "))
 		g.log.Warn("refused: Origin not allowed", "origin", origin, "host", clip(r.Host), "remote", r.RemoteAddr, "method", r.Method, "path", clip(r.URL.Path))
-		writeError(w, r, http.StatusForbidden, "origin_not_allowed",
+		writeError(w, r, http.StatusForbidden, codes.OriginNotAllowed,
 			"The Origin "+strconv.Quote(origin)+" is not allowed; add it to browser_origins if it is yours.")
 		return false
 	}

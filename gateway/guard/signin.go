@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/identity"
 )
 
@@ -62,13 +63,13 @@ func (g *Guard) exchange(w http.ResponseWriter, r *http.Request) {
 			writeHTMLError(w, http.StatusUnauthorized, msg)
 			return
 		}
-		writeError(w, r, http.StatusUnauthorized, "unauthorized", msg)
+		writeError(w, r, http.StatusUnauthorized, codes.Unauthorized, msg)
 		return
 	}
 	if !cookieSafe(toks[0]) {
 		// Only a tokens-file token can get here: the file holds digests,
 		// so the token's characters were never checked.
-		writeError(w, r, http.StatusBadRequest, "token_not_cookie_safe",
+		writeError(w, r, http.StatusBadRequest, codes.TokenNotCookieSafe,
 			"This token has characters a cookie cannot hold; use it as Authorization: Bearer, or choose a token of letters and digits.")
 		return
 	}
@@ -80,14 +81,14 @@ func (g *Guard) exchange(w http.ResponseWriter, r *http.Request) {
 			writeHTMLPage(w, http.StatusForbidden, "surfaced: sign-in refused", "<h1>Sign-in refused</h1><p>"+html.EscapeString(msg)+"</p>")
 			return
 		}
-		writeError(w, r, http.StatusForbidden, "cross_site_signin", msg)
+		writeError(w, r, http.StatusForbidden, codes.CrossSiteSignin, msg)
 		return
 	}
 	if cur, signedIn := g.cookieIdentity(r); signedIn && cur.Subject != id.Subject {
 		g.log.Info("start URL of another subject: asking the browser to confirm", "subject", cur.Subject, "new_subject", id.Subject, "remote", r.RemoteAddr)
 		next := withoutToken(r.URL)
 		if !wantsHTML(r) {
-			writeError(w, r, http.StatusConflict, "signin_needs_confirmation",
+			writeError(w, r, http.StatusConflict, codes.SigninNeedsConfirmation,
 				"This browser is signed in as another subject; open the link in a browser to confirm the switch.")
 			return
 		}

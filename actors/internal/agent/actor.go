@@ -17,6 +17,7 @@ import (
 
 	"github.com/surfaced/surfaced/actors/dispatch"
 	proc "github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/internal/lograte"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
@@ -26,7 +27,7 @@ import (
 const (
 	// CodeWriteFailed: the command could not be written to the agent's
 	// stdin (the agent does not read it, or closed it).
-	CodeWriteFailed = "write_failed"
+	CodeWriteFailed = codes.WriteFailed
 	// CodeLineTooLong: the agent's answer was over the line cap and was
 	// dropped (its id was read from the line's first bytes).
 	CodeLineTooLong = proc.CodeLineTooLong

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	proc "github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/codes"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -19,11 +20,11 @@ const ReplyPrefix = "turn."
 
 // Codes of the refusals the machine answers (the session's request codes).
 const (
-	CodeEmptyPrompt   = "empty_prompt"
-	CodeImagesRefused = "images_not_supported"
-	CodeInboxFull     = "inbox_full"
-	CodeUnknownUI     = "unknown_ui_request"
-	CodeTooLarge      = "too_large"
+	CodeEmptyPrompt   = codes.EmptyPrompt
+	CodeImagesRefused = codes.ImagesNotSupported
+	CodeInboxFull     = codes.InboxFull
+	CodeUnknownUI     = codes.UnknownUIRequest
+	CodeTooLarge      = codes.TooLarge
 )
 
 // Defaults of the inbox's bounds.
