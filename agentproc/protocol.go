@@ -102,6 +102,10 @@ type SurfaceDecl struct {
 	InitialState json.RawMessage `json:"initialState,omitempty"`
 	// Data: the domain serves data pages (surface_fetch).
 	Data bool `json:"data,omitempty"`
+	// Schemas maps an action to the JSON Schema of its args (an object
+	// schema; its top-level description is the command's). An action
+	// without one takes any object.
+	Schemas map[string]json.RawMessage `json:"schemas,omitempty"`
 }
 
 // AgentReady is the first line of a surfaced/1 agent.

@@ -2,6 +2,8 @@ package session
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -18,7 +20,10 @@ type domainRef struct {
 	pid      *actor.PID
 	hosted   string
 	commands []string
-	rev      uint64
+	// schemas are the args schemas an agent-hosted domain declared (the
+	// ones that compile), by action.
+	schemas map[string][]byte
+	rev     uint64
 	// incarnation is the agent incarnation that declared an agent-hosted
 	// domain.
 	incarnation uint32
@@ -76,19 +81,44 @@ func (s *sessionActor) declareDomains(ctx actor.Context, decls []proc.SurfaceDec
 			continue
 		}
 		cmds := append([]string(nil), decl.Commands...)
+		schemas := s.declaredSchemas(decl)
 		if exists && d.hosted == surface.HostedAgent {
 			// The restarted agent hosts its domain again: same actor, same
 			// snapshot and rev, new agent.
 			d.incarnation = inc
 			d.commands = cmds
+			d.schemas = schemas
 			d.registered = true
-			ctx.Send(d.pid, &pb.AgentAvailable{Agent: pb.PidOf(s.agent.pid), Incarnation: inc, Commands: cmds})
+			ctx.Send(d.pid, &pb.AgentAvailable{Agent: pb.PidOf(s.agent.pid), Incarnation: inc, Commands: cmds, Schemas: schemas})
 			s.agentData(ctx, d, decl)
 			continue
 		}
-		s.spawnDomain(ctx, surface.Config{Domain: decl.Domain, Hosted: surface.HostedAgent, Commands: cmds, Initial: decl.InitialState}, cmds, inc)
+		s.spawnDomain(ctx, surface.Config{Domain: decl.Domain, Hosted: surface.HostedAgent, Commands: cmds, Schemas: schemas, Initial: decl.InitialState}, cmds, inc)
 		s.agentData(ctx, s.domains[decl.Domain], decl)
 	}
+}
+
+// declaredSchemas are the args schemas a declaration carries that compile,
+// for actions it declares; each one left out is a diagnostic (its action
+// takes any object).
+func (s *sessionActor) declaredSchemas(decl proc.SurfaceDecl) map[string][]byte {
+	if len(decl.Schemas) == 0 {
+		return nil
+	}
+	raw := make(map[string][]byte, len(decl.Schemas))
+	for action, sch := range decl.Schemas {
+		if !slices.Contains(decl.Commands, action) {
+			s.diagnostic("invalid_line", fmt.Sprintf("agent_ready: surface %q declares a schema for %q, which is not one of its commands; it is ignored", decl.Domain, action))
+			continue
+		}
+		raw[action] = sch
+	}
+	_, bad := surface.CompileSchemas(raw)
+	for _, action := range slices.Sorted(maps.Keys(bad)) {
+		s.diagnostic("invalid_line", fmt.Sprintf("agent_ready: the args schema of %s.%s is refused (%v); the command takes any object", decl.Domain, action, bad[action]))
+		delete(raw, action)
+	}
+	return raw
 }
 
 // agentData gives an agent-hosted domain the data plane its agent declared
@@ -151,7 +181,7 @@ func (s *sessionActor) spawnDomain(ctx actor.Context, cfg surface.Config, comman
 	if err != nil {
 		pid = ctx.Spawn(props)
 	}
-	s.domains[cfg.Domain] = &domainRef{pid: pid, hosted: cfg.Hosted, commands: commands, rev: rev, incarnation: inc, registered: true}
+	s.domains[cfg.Domain] = &domainRef{pid: pid, hosted: cfg.Hosted, commands: commands, schemas: cfg.Schemas, rev: rev, incarnation: inc, registered: true}
 	if cfg.Hosted == surface.HostedAgent && s.agent.pid != nil {
 		ctx.Send(pid, &pb.AgentAvailable{Agent: pb.PidOf(s.agent.pid), Incarnation: inc})
 	}
@@ -221,7 +251,7 @@ func (s *sessionActor) surfaceInfos() []*pb.SurfaceInfo {
 	out := make([]*pb.SurfaceInfo, 0, len(s.domains))
 	for name, d := range s.domains {
 		if d.registered {
-			out = append(out, &pb.SurfaceInfo{Domain: name, Commands: d.commands, Hosted: d.hosted, Rev: d.rev, Available: s.available(d)})
+			out = append(out, &pb.SurfaceInfo{Domain: name, Commands: d.commands, Hosted: d.hosted, Rev: d.rev, Available: s.available(d), Schemas: d.schemas})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Domain < out[j].Domain })

@@ -53,6 +53,11 @@ type Config struct {
 	Native Domain
 	// Commands are the actions of an agent-hosted domain, as it declared them.
 	Commands []string
+	// Schemas are the JSON Schemas of the args of an agent-hosted domain's
+	// commands, by action, as it declared them: a command whose args do not
+	// fit is answered invalid_args without a dispatch. Schemas that do not
+	// compile are left out (the session reported them).
+	Schemas map[string][]byte
 	// Initial is an agent-hosted domain's initialState, used when nothing is stored.
 	Initial json.RawMessage
 
@@ -136,6 +141,8 @@ type domainActor struct {
 	fenced bool
 
 	agent *actor.PID // agent-hosted: the agent process actor, nil while unavailable
+	// schemas are the compiled Config.Schemas (agent-hosted).
+	schemas ArgsSchemas
 
 	// An agent-hosted command in flight (the mailbox's "one at a time" spans
 	// the round trip to the agent); commands arriving meanwhile wait in queue
@@ -236,8 +243,10 @@ func newDomainActor(cfg Config) *domainActor {
 		log = slog.Default()
 	}
 	lim := cfg.Idempotency
+	schemas, _ := CompileSchemas(cfg.Schemas)
 	return &domainActor{
 		cfg:     cfg,
+		schemas: schemas,
 		key:     agentproc.SurfaceKey(cfg.Domain),
 		log:     log.With("session", cfg.SessionID, "domain", cfg.Domain),
 		applied: applied.New(cfg.Domain, applied.Limits{Window: lim.Window, Keys: lim.Keys, Bytes: lim.Bytes}),
@@ -392,6 +401,7 @@ func (d *domainActor) agentAvailable(ctx actor.Context, m *pb.AgentAvailable) {
 	d.agent = m.GetAgent().Actor()
 	if len(m.GetCommands()) > 0 {
 		d.cfg.Commands = append([]string(nil), m.GetCommands()...)
+		d.schemas, _ = CompileSchemas(m.GetSchemas())
 	}
 	if d.agent == nil && d.inflight != nil {
 		d.finishDispatch(ctx, surfaceFail(agentproc.CodeAgentUnavailable, "the agent stopped before answering"), nil)
@@ -669,6 +679,10 @@ func (d *domainActor) run(ctx actor.Context, p pending) {
 		if !d.declared(cmd.GetAction()) {
 			d.respondAfterWrites(ctx, p.to, d.result(cmd, Fail(agentproc.CodeUnknownAction,
 				fmt.Sprintf("surface %q has no command %q", d.cfg.Domain, cmd.GetAction()))))
+			return
+		}
+		if e := d.schemas.Check(d.cfg.Domain, cmd.GetAction(), cmd.GetArgs()); e != nil {
+			d.respondAfterWrites(ctx, p.to, d.result(cmd, Result{Err: e}))
 			return
 		}
 		if d.agent == nil {

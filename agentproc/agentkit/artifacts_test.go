@@ -30,11 +30,11 @@ func TestArtifactsCalls(t *testing.T) {
 	}
 	got := make(chan result, 1)
 	AddSurface(a, Surface[tableState]{Domain: "t", Commands: map[string]Command[tableState]{
-		"put": func(c *SurfaceCtx[tableState], _ json.RawMessage) (any, error) {
+		"put": Func[tableState](func(c *SurfaceCtx[tableState], _ json.RawMessage) (any, error) {
 			art, url, err := c.Artifacts().Put("out.png", "image/png", PutOptions{Name: "out.png", Meta: map[string]int{"seed": 7}})
 			got <- result{art: art, url: url, err: err}
 			return nil, err
-		},
+		}),
 	}})
 	h := start(t, a, nil)
 	h.Send(agentproc.SurfaceDispatch{Type: agentproc.TypeSurfaceDispatch, ID: "d1", Domain: "t", Action: "put", Args: json.RawMessage("{}"), State: json.RawMessage(`{"rows":1}`), Rev: 1})

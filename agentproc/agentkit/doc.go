@@ -15,7 +15,7 @@
 //
 //	agent := agentkit.New(agentkit.Options{Name: "demo", Model: agentkit.ModelFromEnv()})
 //	agentkit.AddSurface(agent, agentkit.Surface[State]{Domain: "demo", Initial: State{},
-//		Commands: map[string]agentkit.Command[State]{"increment": increment}})
+//		Commands: map[string]agentkit.Command[State]{"increment": agentkit.Func[State](increment)}})
 //	agent.AddTool(agentkit.Tool{Name: "increment", Run: func(ctx context.Context, tc *agentkit.ToolCtx, _ json.RawMessage) (string, error) {
 //		data, err := tc.SurfaceCommand(ctx, "demo", "increment", nil)
 //		return string(data), err

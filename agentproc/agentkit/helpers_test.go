@@ -134,10 +134,10 @@ func counterSurface() Surface[counterState] {
 		Domain:  "counter",
 		Initial: counterState{Log: []string{}},
 		Commands: map[string]Command[counterState]{
-			"increment": func(ctx *SurfaceCtx[counterState], _ json.RawMessage) (any, error) {
+			"increment": Func[counterState](func(ctx *SurfaceCtx[counterState], _ json.RawMessage) (any, error) {
 				ctx.SetState(func(s counterState) counterState { s.Count++; return s })
 				return map[string]int{"count": ctx.Get().Count}, nil
-			},
+			}),
 		},
 	}
 }

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"runtime/debug"
 	"slices"
+
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/surfaced/surfaced/agentproc"
 )
@@ -54,13 +57,44 @@ type Surface[S any] struct {
 // {ok:true,data:<result>} (a nil result omits data); see Error for failures.
 // A command changes the state only through ctx.SetState; a command that fails
 // (error or panic) changes nothing, even if it called SetState.
-type Command[S any] func(ctx *SurfaceCtx[S], args json.RawMessage) (any, error)
+//
+// Typed makes a Command from a function of typed args and declares their
+// JSON Schema, derived from the args type; Func makes one from a function of
+// raw args, which takes any object unless WithSchema gives it a schema.
+type Command[S any] interface {
+	Run(ctx *SurfaceCtx[S], args json.RawMessage) (any, error)
+}
+
+// Func adapts a function of raw JSON args to Command. It declares no args
+// schema: the daemon passes it any object.
+type Func[S any] func(ctx *SurfaceCtx[S], args json.RawMessage) (any, error)
+
+// Run calls f.
+func (f Func[S]) Run(ctx *SurfaceCtx[S], args json.RawMessage) (any, error) { return f(ctx, args) }
+
+// ArgsSchemer is a Command that declares the JSON Schema of its args: an
+// object schema, whose top-level description is the command's. agent_ready
+// carries it (schemas), the daemon refuses args that do not fit it
+// (invalid_args, before any dispatch), and MCP clients see it as the
+// command's tool input schema.
+type ArgsSchemer interface {
+	ArgsSchema() json.RawMessage
+}
 
 // Typed adapts a command with typed arguments. Args that are absent or null
 // leave A at its zero value; args that do not decode into A fail the command
 // with code "invalid_args" before f runs.
+//
+// Its args schema is derived from A as the MCP Go SDK derives a tool's
+// input schema: A must be a struct or a map; a struct's fields are its
+// properties, by their JSON names, required unless tagged omitempty or
+// omitzero, described by a `jsonschema:"..."` tag; other properties are
+// refused; a json.RawMessage takes any value. Describe adds the command's
+// description; WithSchema replaces the schema whole. An A that is not an
+// object (a number, a slice), or that has no schema (a channel, a func),
+// declares none.
 func Typed[S, A any](f func(ctx *SurfaceCtx[S], args A) (any, error)) Command[S] {
-	return func(ctx *SurfaceCtx[S], raw json.RawMessage) (any, error) {
+	run := func(ctx *SurfaceCtx[S], raw json.RawMessage) (any, error) {
 		var args A
 		if len(bytes.TrimSpace(raw)) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 			if err := json.Unmarshal(raw, &args); err != nil {
@@ -70,7 +104,57 @@ func Typed[S, A any](f func(ctx *SurfaceCtx[S], args A) (any, error)) Command[S]
 		}
 		return f(ctx, args)
 	}
+	sch, err := jsonschema.For[A](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[json.RawMessage](): {},
+	}})
+	if err != nil || sch.Type != "object" {
+		return Func[S](run)
+	}
+	raw, err := json.Marshal(sch)
+	if err != nil {
+		return Func[S](run)
+	}
+	return schemed[S]{run: run, schema: raw}
 }
+
+// WithSchema gives cmd the args schema schema (a JSON Schema object with
+// "type":"object"), replacing any it had. It panics when schema is not a
+// JSON object.
+func WithSchema[S any](cmd Command[S], schema json.RawMessage) Command[S] {
+	var probe map[string]any
+	if err := json.Unmarshal(schema, &probe); err != nil {
+		panic(fmt.Sprintf("agentkit: WithSchema: the schema is not a JSON object: %v", err))
+	}
+	return schemed[S]{run: cmd.Run, schema: schema}
+}
+
+// Describe sets the description of cmd: the top-level description of its
+// args schema (an open object schema when it has none).
+func Describe[S any](cmd Command[S], description string) Command[S] {
+	sch := map[string]any{"type": "object"}
+	if sc, ok := cmd.(ArgsSchemer); ok {
+		if err := json.Unmarshal(sc.ArgsSchema(), &sch); err != nil {
+			panic(fmt.Sprintf("agentkit: Describe: the args schema does not decode: %v", err))
+		}
+	}
+	sch["description"] = description
+	raw, err := json.Marshal(sch)
+	if err != nil {
+		panic(fmt.Sprintf("agentkit: Describe: the args schema does not encode: %v", err))
+	}
+	return schemed[S]{run: cmd.Run, schema: raw}
+}
+
+// schemed is a command with its args schema.
+type schemed[S any] struct {
+	run    func(ctx *SurfaceCtx[S], args json.RawMessage) (any, error)
+	schema json.RawMessage
+}
+
+func (c schemed[S]) Run(ctx *SurfaceCtx[S], args json.RawMessage) (any, error) {
+	return c.run(ctx, args)
+}
+func (c schemed[S]) ArgsSchema() json.RawMessage { return c.schema }
 
 // SurfaceCtx is what a command sees: the state it runs against and the means
 // to change it. It is built fresh for every dispatch and is not safe for use
@@ -134,11 +218,18 @@ func AddSurface[S any](a *Agent, s Surface[S]) {
 
 func (h *surfaceHostOf[S]) decl() agentproc.SurfaceDecl {
 	cmds := make([]string, 0, len(h.s.Commands))
-	for name := range h.s.Commands {
+	var schemas map[string]json.RawMessage
+	for name, c := range h.s.Commands {
 		cmds = append(cmds, name)
+		if sc, ok := c.(ArgsSchemer); ok {
+			if schemas == nil {
+				schemas = map[string]json.RawMessage{}
+			}
+			schemas[name] = sc.ArgsSchema()
+		}
 	}
 	slices.Sort(cmds)
-	return agentproc.SurfaceDecl{Domain: h.s.Domain, Commands: cmds, InitialState: h.initial, Data: h.s.Data != nil}
+	return agentproc.SurfaceDecl{Domain: h.s.Domain, Commands: cmds, InitialState: h.initial, Data: h.s.Data != nil, Schemas: schemas}
 }
 
 func (h *surfaceHostOf[S]) data() DataHandler { return h.s.Data }
@@ -198,7 +289,7 @@ func runCommand[S any](cmd Command[S], sc *SurfaceCtx[S], args json.RawMessage, 
 			data, err = nil, &Error{Code: agentproc.CodeDispatchFailed, Message: fmt.Sprintf("panic: %v", r)}
 		}
 	}()
-	return cmd(sc, args)
+	return cmd.Run(sc, args)
 }
 
 // errorResult maps an error to a command result: a coded *Error keeps its

@@ -26,37 +26,37 @@ func normSurface() Surface[normState] {
 		Domain:  "norm",
 		Initial: normState{N: 7, Tags: []string{"init"}},
 		Commands: map[string]Command[normState]{
-			"set": func(ctx *SurfaceCtx[normState], _ json.RawMessage) (any, error) {
+			"set": Func[normState](func(ctx *SurfaceCtx[normState], _ json.RawMessage) (any, error) {
 				ctx.SetState(func(s normState) normState { s.N++; return s })
 				return map[string]any{"n": ctx.Get().N, "rev": ctx.Rev}, nil
-			},
-			"nothing": func(*SurfaceCtx[normState], json.RawMessage) (any, error) { return nil, nil },
-			"coded": func(*SurfaceCtx[normState], json.RawMessage) (any, error) {
+			}),
+			"nothing": Func[normState](func(*SurfaceCtx[normState], json.RawMessage) (any, error) { return nil, nil }),
+			"coded": Func[normState](func(*SurfaceCtx[normState], json.RawMessage) (any, error) {
 				return nil, &Error{Code: "edit_failed", Message: "the edit did not apply"}
-			},
-			"wrapped": func(*SurfaceCtx[normState], json.RawMessage) (any, error) {
+			}),
+			"wrapped": Func[normState](func(*SurfaceCtx[normState], json.RawMessage) (any, error) {
 				return nil, fmt.Errorf("saving: %w", Errorf("quota", "%d of %d used", 10, 10))
-			},
-			"plain": func(*SurfaceCtx[normState], json.RawMessage) (any, error) {
+			}),
+			"plain": Func[normState](func(*SurfaceCtx[normState], json.RawMessage) (any, error) {
 				return nil, errors.New("disk on fire")
-			},
-			"panics": func(*SurfaceCtx[normState], json.RawMessage) (any, error) {
+			}),
+			"panics": Func[normState](func(*SurfaceCtx[normState], json.RawMessage) (any, error) {
 				panic("boom")
-			},
-			"set-then-fail": func(ctx *SurfaceCtx[normState], _ json.RawMessage) (any, error) {
+			}),
+			"set-then-fail": Func[normState](func(ctx *SurfaceCtx[normState], _ json.RawMessage) (any, error) {
 				ctx.SetState(func(s normState) normState { s.N = 1000; return s })
 				return nil, errors.New("changed my mind")
-			},
-			"unencodable": func(*SurfaceCtx[normState], json.RawMessage) (any, error) {
+			}),
+			"unencodable": Func[normState](func(*SurfaceCtx[normState], json.RawMessage) (any, error) {
 				return map[string]any{"c": make(chan int)}, nil
-			},
+			}),
 			"typed": Typed(func(ctx *SurfaceCtx[normState], a normArgs) (any, error) {
 				ctx.SetState(func(s normState) normState { s.N += a.By; s.Tags = append(s.Tags, a.Name); return s })
 				return map[string]any{"n": ctx.Get().N, "args": a}, nil
 			}),
-			"echo-args": func(_ *SurfaceCtx[normState], args json.RawMessage) (any, error) {
+			"echo-args": Func[normState](func(_ *SurfaceCtx[normState], args json.RawMessage) (any, error) {
 				return args, nil
-			},
+			}),
 		},
 	}
 }
@@ -224,4 +224,54 @@ func TestRegistrationPanics(t *testing.T) {
 		a.AddTool(Tool{Name: "t", Run: func(_ context.Context, _ *ToolCtx, _ json.RawMessage) (string, error) { return "", nil }})
 	})
 	mustPanic("tool without Run", func() { a.AddTool(Tool{Name: "u"}) })
+}
+
+// TestArgsSchemas: agent_ready declares each command's args schema, derived
+// from a Typed command's args type (required unless omitempty, a
+// json.RawMessage taking anything), described by Describe or replaced by
+// WithSchema; a Func declares none.
+func TestArgsSchemas(t *testing.T) {
+	type rotate struct {
+		Degrees float64         `json:"degrees" jsonschema:"clockwise"`
+		Target  string          `json:"target,omitempty"`
+		Params  json.RawMessage `json:"params,omitempty"`
+	}
+	a, _ := newTestAgent(Options{})
+	AddSurface(a, Surface[normState]{Domain: "img", Commands: map[string]Command[normState]{
+		"rotate": Describe(Typed(func(*SurfaceCtx[normState], rotate) (any, error) { return nil, nil }), "Rotate the image."),
+		"raw":    Func[normState](func(*SurfaceCtx[normState], json.RawMessage) (any, error) { return nil, nil }),
+		"given":  WithSchema(Func[normState](func(*SurfaceCtx[normState], json.RawMessage) (any, error) { return nil, nil }), json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)),
+		"scalar": Typed(func(*SurfaceCtx[normState], int) (any, error) { return nil, nil }),
+	}})
+	decl := a.surfaces["img"].decl()
+	if _, ok := decl.Schemas["raw"]; ok {
+		t.Errorf("a Func declares a schema: %s", decl.Schemas["raw"])
+	}
+	if _, ok := decl.Schemas["scalar"]; ok {
+		t.Errorf("a Typed command whose args are not an object declares a schema: %s", decl.Schemas["scalar"])
+	}
+	if got := string(decl.Schemas["given"]); got != `{"type":"object","properties":{"n":{"type":"integer"}}}` {
+		t.Errorf("WithSchema: %s", got)
+	}
+	var rot struct {
+		Type        string                     `json:"type"`
+		Description string                     `json:"description"`
+		Required    []string                   `json:"required"`
+		Properties  map[string]json.RawMessage `json:"properties"`
+		Additional  *bool                      `json:"additionalProperties"`
+	}
+	if err := json.Unmarshal(decl.Schemas["rotate"], &rot); err != nil {
+		t.Fatalf("rotate's schema %s: %v", decl.Schemas["rotate"], err)
+	}
+	if rot.Type != "object" || rot.Description != "Rotate the image." || len(rot.Required) != 1 || rot.Required[0] != "degrees" {
+		t.Errorf("rotate's schema: %s", decl.Schemas["rotate"])
+	}
+	var degrees map[string]any
+	_ = json.Unmarshal(rot.Properties["degrees"], &degrees)
+	if degrees["type"] != "number" || degrees["description"] != "clockwise" || string(rot.Properties["params"]) != "true" {
+		t.Errorf("rotate's properties: %s", decl.Schemas["rotate"])
+	}
+	if rot.Additional == nil || *rot.Additional {
+		t.Errorf("rotate's schema admits other properties: %s", decl.Schemas["rotate"])
+	}
 }

@@ -156,7 +156,7 @@ func linked(tc *agentkit.ToolCtx) func(ToolResult, error) (string, error) {
 // addCanvas registers the domain "canvas" and its commands.
 func addCanvas(agent *agentkit.Agent, c *Canvas) {
 	editCmd := func(decode func(json.RawMessage) (string, edit, error)) agentkit.Command[Gallery] {
-		return func(ctx *agentkit.SurfaceCtx[Gallery], raw json.RawMessage) (any, error) {
+		return agentkit.Func[Gallery](func(ctx *agentkit.SurfaceCtx[Gallery], raw json.RawMessage) (any, error) {
 			target, e, err := decode(raw)
 			if err != nil {
 				return nil, err
@@ -167,43 +167,48 @@ func addCanvas(agent *agentkit.Agent, c *Canvas) {
 			}
 			ctx.SetState(func(Gallery) Gallery { return g })
 			return res, nil
-		}
+		})
 	}
-	agentkit.AddSurface(agent, agentkit.Surface[Gallery]{
-		Domain:  Domain,
-		Initial: Gallery{Items: []Item{}},
-		Commands: map[string]agentkit.Command[Gallery]{
-			"register": agentkit.Typed(func(ctx *agentkit.SurfaceCtx[Gallery], args RegisterArgs) (any, error) {
-				g, res, err := c.Register(ctx.Context(), ctx.Get(), args)
-				if err != nil {
-					return nil, err
-				}
-				ctx.SetState(func(Gallery) Gallery { return g })
-				return res, nil
-			}),
-			"select": agentkit.Typed(func(ctx *agentkit.SurfaceCtx[Gallery], args ItemArgs) (any, error) {
-				return commit(ctx)(c.Select(ctx.Get(), args))
-			}),
-			"delete": agentkit.Typed(func(ctx *agentkit.SurfaceCtx[Gallery], args ItemArgs) (any, error) {
-				return commit(ctx)(c.Delete(ctx.Get(), args))
-			}),
-			"sync": func(ctx *agentkit.SurfaceCtx[Gallery], _ json.RawMessage) (any, error) {
-				return commit(ctx)(c.Sync(ctx.Context(), ctx.Get()))
-			},
-			"preview": agentkit.Typed(func(ctx *agentkit.SurfaceCtx[Gallery], args PreviewArgs) (any, error) {
-				return commit(ctx)(c.Preview(ctx.Get(), args))
-			}),
-			"rotate":    editCmd(decodeEdit[rotateEdit]),
-			"flip":      editCmd(decodeEdit[flipEdit]),
-			"crop":      editCmd(decodeEdit[cropEdit]),
-			"resize":    editCmd(decodeEdit[resizeEdit]),
-			"grayscale": editCmd(decodeEdit[grayscaleEdit]),
-			"adjust":    editCmd(decodeEdit[adjustEdit]),
-			"blur":      editCmd(decodeEdit[blurEdit]),
-			"sharpen":   editCmd(decodeEdit[sharpenEdit]),
-			"invert":    editCmd(decodeEdit[invertEdit]),
-		},
-	})
+	cmds := map[string]agentkit.Command[Gallery]{
+		"register": agentkit.Typed(func(ctx *agentkit.SurfaceCtx[Gallery], args RegisterArgs) (any, error) {
+			g, res, err := c.Register(ctx.Context(), ctx.Get(), args)
+			if err != nil {
+				return nil, err
+			}
+			ctx.SetState(func(Gallery) Gallery { return g })
+			return res, nil
+		}),
+		"select": agentkit.Typed(func(ctx *agentkit.SurfaceCtx[Gallery], args ItemArgs) (any, error) {
+			return commit(ctx)(c.Select(ctx.Get(), args))
+		}),
+		"delete": agentkit.Typed(func(ctx *agentkit.SurfaceCtx[Gallery], args ItemArgs) (any, error) {
+			return commit(ctx)(c.Delete(ctx.Get(), args))
+		}),
+		"sync": agentkit.Func[Gallery](func(ctx *agentkit.SurfaceCtx[Gallery], _ json.RawMessage) (any, error) {
+			return commit(ctx)(c.Sync(ctx.Context(), ctx.Get()))
+		}),
+		"preview": agentkit.Typed(func(ctx *agentkit.SurfaceCtx[Gallery], args PreviewArgs) (any, error) {
+			return commit(ctx)(c.Preview(ctx.Get(), args))
+		}),
+		"rotate":    editCmd(decodeEdit[rotateEdit]),
+		"flip":      editCmd(decodeEdit[flipEdit]),
+		"crop":      editCmd(decodeEdit[cropEdit]),
+		"resize":    editCmd(decodeEdit[resizeEdit]),
+		"grayscale": editCmd(decodeEdit[grayscaleEdit]),
+		"adjust":    editCmd(decodeEdit[adjustEdit]),
+		"blur":      editCmd(decodeEdit[blurEdit]),
+		"sharpen":   editCmd(decodeEdit[sharpenEdit]),
+		"invert":    editCmd(decodeEdit[invertEdit]),
+	}
+	// Every command declares its args schema (schemas.go).
+	for name, cmd := range cmds {
+		sch, ok := commandSchemas[name]
+		if !ok {
+			panic("canvas: the command " + name + " has no args schema")
+		}
+		cmds[name] = agentkit.WithSchema(cmd, json.RawMessage(sch))
+	}
+	agentkit.AddSurface(agent, agentkit.Surface[Gallery]{Domain: Domain, Initial: Gallery{Items: []Item{}}, Commands: cmds})
 }
 
 // commit stores a command's new gallery and passes its result on.

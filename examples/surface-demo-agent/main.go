@@ -60,7 +60,7 @@ func newAgent(model agentkit.Model, log *slog.Logger) *agentkit.Agent {
 		Domain:  "demo",
 		Initial: DemoState{Count: 0, Log: []string{}},
 		Commands: map[string]agentkit.Command[DemoState]{
-			"increment": increment,
+			"increment": agentkit.Func[DemoState](increment),
 			"echo":      agentkit.Typed(echo),
 		},
 	})

@@ -135,15 +135,15 @@ func main() {
 				}
 				return map[string]string{"url": u}, nil
 			}),
-			"fetches": func(*agentkit.SurfaceCtx[table], json.RawMessage) (any, error) { return fetches.Load(), nil },
-			"block": func(c *agentkit.SurfaceCtx[table], _ json.RawMessage) (any, error) {
+			"fetches": agentkit.Func[table](func(*agentkit.SurfaceCtx[table], json.RawMessage) (any, error) { return fetches.Load(), nil }),
+			"block": agentkit.Func[table](func(c *agentkit.SurfaceCtx[table], _ json.RawMessage) (any, error) {
 				select {
 				case <-release:
 					return "released", nil
 				case <-time.After(10 * time.Second):
 					return "not released", nil
 				}
-			},
+			}),
 			"setrows": agentkit.Typed(func(c *agentkit.SurfaceCtx[table], a struct{ N int }) (any, error) {
 				c.SetState(func(t table) table { t.Rows = a.N; return t })
 				return nil, nil

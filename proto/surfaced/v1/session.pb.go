@@ -2667,7 +2667,11 @@ type SurfaceInfo struct {
 	Rev    uint64 `protobuf:"varint,4,opt,name=rev,proto3" json:"rev,omitempty"`
 	// The domain takes commands now: native, or its agent is running and
 	// declared it. An unavailable domain is read-only.
-	Available     bool `protobuf:"varint,5,opt,name=available,proto3" json:"available,omitempty"`
+	Available bool `protobuf:"varint,5,opt,name=available,proto3" json:"available,omitempty"`
+	// The JSON Schema of each command's args, by action, as the agent
+	// declared it (agent_ready's schemas); an action without one takes any
+	// object.
+	Schemas       map[string][]byte `protobuf:"bytes,6,rep,name=schemas,proto3" json:"schemas,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2735,6 +2739,13 @@ func (x *SurfaceInfo) GetAvailable() bool {
 		return x.Available
 	}
 	return false
+}
+
+func (x *SurfaceInfo) GetSchemas() map[string][]byte {
+	if x != nil {
+		return x.Schemas
+	}
+	return nil
 }
 
 type SessionSummary struct {
@@ -4655,7 +4666,9 @@ type AgentAvailable struct {
 	Agent       *Pid                   `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
 	Incarnation uint32                 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	// When set, the agent declared the domain again with these commands.
-	Commands      []string `protobuf:"bytes,3,rep,name=commands,proto3" json:"commands,omitempty"`
+	Commands []string `protobuf:"bytes,3,rep,name=commands,proto3" json:"commands,omitempty"`
+	// The args schemas the agent declared with them, by action.
+	Schemas       map[string][]byte `protobuf:"bytes,4,rep,name=schemas,proto3" json:"schemas,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4707,6 +4720,13 @@ func (x *AgentAvailable) GetIncarnation() uint32 {
 func (x *AgentAvailable) GetCommands() []string {
 	if x != nil {
 		return x.Commands
+	}
+	return nil
+}
+
+func (x *AgentAvailable) GetSchemas() map[string][]byte {
+	if x != nil {
+		return x.Schemas
 	}
 	return nil
 }
@@ -5309,13 +5329,17 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\x06system\x18\x03 \x01(\bR\x06system\"9\n" +
 	"\n" +
 	"GetSummary\x12+\n" +
-	"\x06caller\x18\x01 \x01(\v2\x13.surfaced.v1.CallerR\x06caller\"\x89\x01\n" +
+	"\x06caller\x18\x01 \x01(\v2\x13.surfaced.v1.CallerR\x06caller\"\x86\x02\n" +
 	"\vSurfaceInfo\x12\x16\n" +
 	"\x06domain\x18\x01 \x01(\tR\x06domain\x12\x1a\n" +
 	"\bcommands\x18\x02 \x03(\tR\bcommands\x12\x16\n" +
 	"\x06hosted\x18\x03 \x01(\tR\x06hosted\x12\x10\n" +
 	"\x03rev\x18\x04 \x01(\x04R\x03rev\x12\x1c\n" +
-	"\tavailable\x18\x05 \x01(\bR\tavailable\"\xf1\x03\n" +
+	"\tavailable\x18\x05 \x01(\bR\tavailable\x12?\n" +
+	"\aschemas\x18\x06 \x03(\v2%.surfaced.v1.SurfaceInfo.SchemasEntryR\aschemas\x1a:\n" +
+	"\fSchemasEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xf1\x03\n" +
 	"\x0eSessionSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -5464,11 +5488,15 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x10\n" +
 	"\x03rev\x18\x03 \x01(\x04R\x03rev\x12\x18\n" +
-	"\adeleted\x18\x04 \x01(\bR\adeleted\"v\n" +
+	"\adeleted\x18\x04 \x01(\bR\adeleted\"\xf6\x01\n" +
 	"\x0eAgentAvailable\x12&\n" +
 	"\x05agent\x18\x01 \x01(\v2\x10.surfaced.v1.PidR\x05agent\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\rR\vincarnation\x12\x1a\n" +
-	"\bcommands\x18\x03 \x03(\tR\bcommands\"i\n" +
+	"\bcommands\x18\x03 \x03(\tR\bcommands\x12B\n" +
+	"\aschemas\x18\x04 \x03(\v2(.surfaced.v1.AgentAvailable.SchemasEntryR\aschemas\x1a:\n" +
+	"\fSchemasEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"i\n" +
 	"\tAgentSend\x12\x12\n" +
 	"\x04line\x18\x01 \x01(\fR\x04line\x12\x1b\n" +
 	"\texpect_id\x18\x02 \x01(\tR\bexpectId\x12+\n" +
@@ -5521,7 +5549,7 @@ func file_surfaced_v1_session_proto_rawDescGZIP() []byte {
 }
 
 var file_surfaced_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_surfaced_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_surfaced_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
 var file_surfaced_v1_session_proto_goTypes = []any{
 	(PartKind)(0),                // 0: surfaced.v1.PartKind
 	(SubscribeFrom)(0),           // 1: surfaced.v1.SubscribeFrom
@@ -5595,6 +5623,8 @@ var file_surfaced_v1_session_proto_goTypes = []any{
 	(*AgentLines)(nil),           // 69: surfaced.v1.AgentLines
 	(*AgentDiagnostic)(nil),      // 70: surfaced.v1.AgentDiagnostic
 	(*AgentExited)(nil),          // 71: surfaced.v1.AgentExited
+	nil,                          // 72: surfaced.v1.SurfaceInfo.SchemasEntry
+	nil,                          // 73: surfaced.v1.AgentAvailable.SchemasEntry
 }
 var file_surfaced_v1_session_proto_depIdxs = []int32{
 	6,  // 0: surfaced.v1.Frame.event:type_name -> surfaced.v1.Event
@@ -5633,47 +5663,49 @@ var file_surfaced_v1_session_proto_depIdxs = []int32{
 	3,  // 33: surfaced.v1.SubscribeResult.error:type_name -> surfaced.v1.Error
 	2,  // 34: surfaced.v1.Unsubscribe.subscriber:type_name -> surfaced.v1.Pid
 	35, // 35: surfaced.v1.GetSummary.caller:type_name -> surfaced.v1.Caller
-	37, // 36: surfaced.v1.SessionSummary.surfaces:type_name -> surfaced.v1.SurfaceInfo
-	3,  // 37: surfaced.v1.SessionSummary.error:type_name -> surfaced.v1.Error
-	35, // 38: surfaced.v1.Prompt.caller:type_name -> surfaced.v1.Caller
-	39, // 39: surfaced.v1.Prompt.images:type_name -> surfaced.v1.Image
-	13, // 40: surfaced.v1.Prompt.attachments:type_name -> surfaced.v1.Artifact
-	3,  // 41: surfaced.v1.PromptResult.error:type_name -> surfaced.v1.Error
-	35, // 42: surfaced.v1.Abort.caller:type_name -> surfaced.v1.Caller
-	3,  // 43: surfaced.v1.AbortResult.error:type_name -> surfaced.v1.Error
-	35, // 44: surfaced.v1.RunCommand.caller:type_name -> surfaced.v1.Caller
-	3,  // 45: surfaced.v1.CommandResult.error:type_name -> surfaced.v1.Error
-	3,  // 46: surfaced.v1.CommandResult.refused:type_name -> surfaced.v1.Error
-	35, // 47: surfaced.v1.SurfaceFetch.caller:type_name -> surfaced.v1.Caller
-	3,  // 48: surfaced.v1.SurfaceFetchResult.error:type_name -> surfaced.v1.Error
-	3,  // 49: surfaced.v1.SurfaceFetchResult.refused:type_name -> surfaced.v1.Error
-	35, // 50: surfaced.v1.SetState.caller:type_name -> surfaced.v1.Caller
-	3,  // 51: surfaced.v1.SetStateResult.error:type_name -> surfaced.v1.Error
-	35, // 52: surfaced.v1.GetState.caller:type_name -> surfaced.v1.Caller
-	50, // 53: surfaced.v1.StateEntries.entries:type_name -> surfaced.v1.KVEntry
-	3,  // 54: surfaced.v1.StateEntries.error:type_name -> surfaced.v1.Error
-	35, // 55: surfaced.v1.GetMessages.caller:type_name -> surfaced.v1.Caller
-	54, // 56: surfaced.v1.Transcript.entries:type_name -> surfaced.v1.TranscriptEntry
-	3,  // 57: surfaced.v1.Transcript.error:type_name -> surfaced.v1.Error
-	35, // 58: surfaced.v1.UIResponse.caller:type_name -> surfaced.v1.Caller
-	3,  // 59: surfaced.v1.UIResponseResult.error:type_name -> surfaced.v1.Error
-	35, // 60: surfaced.v1.Stop.caller:type_name -> surfaced.v1.Caller
-	3,  // 61: surfaced.v1.StopResult.error:type_name -> surfaced.v1.Error
-	35, // 62: surfaced.v1.ArtifactNotice.caller:type_name -> surfaced.v1.Caller
-	14, // 63: surfaced.v1.ArtifactNotice.event:type_name -> surfaced.v1.ArtifactEvent
-	3,  // 64: surfaced.v1.ArtifactNoticeResult.error:type_name -> surfaced.v1.Error
-	35, // 65: surfaced.v1.ListSurfaces.caller:type_name -> surfaced.v1.Caller
-	37, // 66: surfaced.v1.SurfaceList.surfaces:type_name -> surfaced.v1.SurfaceInfo
-	3,  // 67: surfaced.v1.SurfaceList.error:type_name -> surfaced.v1.Error
-	2,  // 68: surfaced.v1.AgentAvailable.agent:type_name -> surfaced.v1.Pid
-	2,  // 69: surfaced.v1.AgentSend.reply_to:type_name -> surfaced.v1.Pid
-	3,  // 70: surfaced.v1.AgentReply.error:type_name -> surfaced.v1.Error
-	68, // 71: surfaced.v1.AgentLines.lines:type_name -> surfaced.v1.AgentLine
-	72, // [72:72] is the sub-list for method output_type
-	72, // [72:72] is the sub-list for method input_type
-	72, // [72:72] is the sub-list for extension type_name
-	72, // [72:72] is the sub-list for extension extendee
-	0,  // [0:72] is the sub-list for field type_name
+	72, // 36: surfaced.v1.SurfaceInfo.schemas:type_name -> surfaced.v1.SurfaceInfo.SchemasEntry
+	37, // 37: surfaced.v1.SessionSummary.surfaces:type_name -> surfaced.v1.SurfaceInfo
+	3,  // 38: surfaced.v1.SessionSummary.error:type_name -> surfaced.v1.Error
+	35, // 39: surfaced.v1.Prompt.caller:type_name -> surfaced.v1.Caller
+	39, // 40: surfaced.v1.Prompt.images:type_name -> surfaced.v1.Image
+	13, // 41: surfaced.v1.Prompt.attachments:type_name -> surfaced.v1.Artifact
+	3,  // 42: surfaced.v1.PromptResult.error:type_name -> surfaced.v1.Error
+	35, // 43: surfaced.v1.Abort.caller:type_name -> surfaced.v1.Caller
+	3,  // 44: surfaced.v1.AbortResult.error:type_name -> surfaced.v1.Error
+	35, // 45: surfaced.v1.RunCommand.caller:type_name -> surfaced.v1.Caller
+	3,  // 46: surfaced.v1.CommandResult.error:type_name -> surfaced.v1.Error
+	3,  // 47: surfaced.v1.CommandResult.refused:type_name -> surfaced.v1.Error
+	35, // 48: surfaced.v1.SurfaceFetch.caller:type_name -> surfaced.v1.Caller
+	3,  // 49: surfaced.v1.SurfaceFetchResult.error:type_name -> surfaced.v1.Error
+	3,  // 50: surfaced.v1.SurfaceFetchResult.refused:type_name -> surfaced.v1.Error
+	35, // 51: surfaced.v1.SetState.caller:type_name -> surfaced.v1.Caller
+	3,  // 52: surfaced.v1.SetStateResult.error:type_name -> surfaced.v1.Error
+	35, // 53: surfaced.v1.GetState.caller:type_name -> surfaced.v1.Caller
+	50, // 54: surfaced.v1.StateEntries.entries:type_name -> surfaced.v1.KVEntry
+	3,  // 55: surfaced.v1.StateEntries.error:type_name -> surfaced.v1.Error
+	35, // 56: surfaced.v1.GetMessages.caller:type_name -> surfaced.v1.Caller
+	54, // 57: surfaced.v1.Transcript.entries:type_name -> surfaced.v1.TranscriptEntry
+	3,  // 58: surfaced.v1.Transcript.error:type_name -> surfaced.v1.Error
+	35, // 59: surfaced.v1.UIResponse.caller:type_name -> surfaced.v1.Caller
+	3,  // 60: surfaced.v1.UIResponseResult.error:type_name -> surfaced.v1.Error
+	35, // 61: surfaced.v1.Stop.caller:type_name -> surfaced.v1.Caller
+	3,  // 62: surfaced.v1.StopResult.error:type_name -> surfaced.v1.Error
+	35, // 63: surfaced.v1.ArtifactNotice.caller:type_name -> surfaced.v1.Caller
+	14, // 64: surfaced.v1.ArtifactNotice.event:type_name -> surfaced.v1.ArtifactEvent
+	3,  // 65: surfaced.v1.ArtifactNoticeResult.error:type_name -> surfaced.v1.Error
+	35, // 66: surfaced.v1.ListSurfaces.caller:type_name -> surfaced.v1.Caller
+	37, // 67: surfaced.v1.SurfaceList.surfaces:type_name -> surfaced.v1.SurfaceInfo
+	3,  // 68: surfaced.v1.SurfaceList.error:type_name -> surfaced.v1.Error
+	2,  // 69: surfaced.v1.AgentAvailable.agent:type_name -> surfaced.v1.Pid
+	73, // 70: surfaced.v1.AgentAvailable.schemas:type_name -> surfaced.v1.AgentAvailable.SchemasEntry
+	2,  // 71: surfaced.v1.AgentSend.reply_to:type_name -> surfaced.v1.Pid
+	3,  // 72: surfaced.v1.AgentReply.error:type_name -> surfaced.v1.Error
+	68, // 73: surfaced.v1.AgentLines.lines:type_name -> surfaced.v1.AgentLine
+	74, // [74:74] is the sub-list for method output_type
+	74, // [74:74] is the sub-list for method input_type
+	74, // [74:74] is the sub-list for extension type_name
+	74, // [74:74] is the sub-list for extension extendee
+	0,  // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_surfaced_v1_session_proto_init() }
@@ -5715,7 +5747,7 @@ func file_surfaced_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_surfaced_v1_session_proto_rawDesc), len(file_surfaced_v1_session_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   70,
+			NumMessages:   72,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
