@@ -24,6 +24,7 @@ import (
 const (
 	DefaultAddr      = "127.0.0.1:7800"
 	DefaultACPPath   = "/acp"
+	DefaultMCPPath   = "/mcp"
 	DefaultLogLevel  = "info"
 	DefaultLogFormat = "text"
 )
@@ -73,6 +74,7 @@ type File struct {
 
 	Limits  LimitsSection  `yaml:"limits"`
 	ACP     ACPSection     `yaml:"acp"`
+	MCP     MCPSection     `yaml:"mcp"`
 	Cluster ClusterSection `yaml:"cluster"`
 
 	// source names the file in messages; baseDir is where its relative
@@ -181,6 +183,25 @@ type ACPSection struct {
 	SessionsPerConnection int `yaml:"sessions_per_connection"`
 }
 
+// MCPSection configures the MCP mount (file section mcp).
+type MCPSection struct {
+	Enabled bool   `yaml:"enabled"` // (true)
+	Path    string `yaml:"path"`    // ("/mcp"; /mcp/sessions/{id} attaches to a session)
+	// SessionsPerSubject bounds the stateful MCP sessions one subject holds
+	// open (32); IdleTimeout closes one without a request or a stream for
+	// that long (5m).
+	SessionsPerSubject int      `yaml:"sessions_per_subject"`
+	IdleTimeout        Duration `yaml:"idle_timeout"`
+	// SubscriptionsPerSession bounds the resources one MCP session
+	// subscribes to (64).
+	SubscriptionsPerSession int `yaml:"subscriptions_per_session"`
+	// TurnTimeout bounds how long the prompt tool waits for its turn (10m).
+	TurnTimeout Duration `yaml:"turn_timeout"`
+	// ArtifactInlineBytes bounds the artifacts resources/read returns as
+	// bytes (1MiB); a larger one is read as its signed URL.
+	ArtifactInlineBytes Size `yaml:"artifact_inline_bytes"`
+}
+
 // AgentInfo is what initialize reports as agentInfo.
 type AgentInfo struct {
 	Name    string `yaml:"name"`
@@ -287,6 +308,15 @@ func defaultFile(getenv func(string) string) *File {
 
 			ConnectionsPerSubject: 32,
 			SessionsPerConnection: 64,
+		},
+		MCP: MCPSection{
+			Enabled:                 true,
+			Path:                    DefaultMCPPath,
+			SessionsPerSubject:      32,
+			IdleTimeout:             Duration(5 * time.Minute),
+			SubscriptionsPerSession: 64,
+			TurnTimeout:             Duration(10 * time.Minute),
+			ArtifactInlineBytes:     1 * MiB,
 		},
 	}
 }

@@ -440,3 +440,21 @@ func Resolve(path string, fl Flags, getenv func(string) string) (*File, error) {
 	}
 	return f, nil
 }
+
+// MCPSettings are the MCP mount's settings, resolved.
+type MCPSettings struct {
+	Enabled                 bool
+	Path                    string // e.g. /mcp; Path+"/sessions/{id}" attaches to a session
+	SessionsPerSubject      int
+	IdleTimeout             time.Duration
+	SubscriptionsPerSession int
+	TurnTimeout             time.Duration
+	ArtifactInlineBytes     int64
+}
+
+// MCPSettings returns the MCP settings.
+func (f *File) MCPSettings() MCPSettings {
+	m := f.MCP
+	return MCPSettings{Enabled: m.Enabled, Path: m.Path, SessionsPerSubject: m.SessionsPerSubject, IdleTimeout: time.Duration(m.IdleTimeout),
+		SubscriptionsPerSession: m.SubscriptionsPerSession, TurnTimeout: time.Duration(m.TurnTimeout), ArtifactInlineBytes: int64(m.ArtifactInlineBytes)}
+}

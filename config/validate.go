@@ -32,6 +32,7 @@ func (f *File) Validate() error {
 	v.errs = append(v.errs, errs...)
 	v.limits()
 	v.acp()
+	v.mcp()
 	v.cluster()
 	return errors.Join(v.errs...)
 }
@@ -225,16 +226,8 @@ func (v *validation) acp() {
 	switch {
 	case p == "":
 		v.add("acp.path", "is empty (default %s)", DefaultACPPath)
-	case !strings.HasPrefix(p, "/"):
-		v.add("acp.path", "%q must start with /", p)
-	case p == "/":
-		v.add("acp.path", "must not be / (the web UI lives there)")
-	case strings.ContainsAny(p, "?#% ") || strings.Contains(p, "//") || strings.Contains(p, "/../") || strings.HasSuffix(p, "/.."):
-		v.add("acp.path", "%q is not a plain path", p)
-	case strings.HasSuffix(p, "/"):
-		v.add("acp.path", "%q must not end with / (write %s; the path with a slash is served as well)", p, strings.TrimRight(p, "/"))
-	case underPath(p, "/api") || underPath(p, "/debug"):
-		v.add("acp.path", "%q is inside the daemon's own routes (/api, /debug)", p)
+	default:
+		v.mountPath("acp.path", p)
 	}
 	if a.BufferBytes < 1*KiB {
 		v.add("acp.buffer_bytes", "must be at least %s, got %s", 1*KiB, a.BufferBytes)
@@ -255,6 +248,49 @@ func (v *validation) acp() {
 		if a.AgentInfo.Version == "" {
 			v.add("acp.agent_info.version", "is empty (agent_info replaces the default whole: give name and version)")
 		}
+	}
+}
+
+// mountPath checks the path of a mount (acp.path, mcp.path).
+func (v *validation) mountPath(field, p string) {
+	switch {
+	case !strings.HasPrefix(p, "/"):
+		v.add(field, "%q must start with /", p)
+	case p == "/":
+		v.add(field, "must not be / (the web UI lives there)")
+	case strings.ContainsAny(p, "?#% ") || strings.Contains(p, "//") || strings.Contains(p, "/../") || strings.HasSuffix(p, "/.."):
+		v.add(field, "%q is not a plain path", p)
+	case strings.HasSuffix(p, "/"):
+		v.add(field, "%q must not end with / (write %s; the path with a slash is served as well)", p, strings.TrimRight(p, "/"))
+	case underPath(p, "/api") || underPath(p, "/debug"):
+		v.add(field, "%q is inside the daemon's own routes (/api, /debug)", p)
+	}
+}
+
+func (v *validation) mcp() {
+	m := v.f.MCP
+	switch {
+	case m.Path == "":
+		v.add("mcp.path", "is empty (default %s)", DefaultMCPPath)
+	case v.f.ACP.Enabled && m.Enabled && (underPath(m.Path, v.f.ACP.Path) || underPath(v.f.ACP.Path, m.Path)):
+		v.add("mcp.path", "%q overlaps acp.path %q", m.Path, v.f.ACP.Path)
+	default:
+		v.mountPath("mcp.path", m.Path)
+	}
+	if m.SessionsPerSubject < 1 {
+		v.add("mcp.sessions_per_subject", "must be at least 1, got %d", m.SessionsPerSubject)
+	}
+	if m.IdleTimeout <= 0 {
+		v.add("mcp.idle_timeout", "must be longer than 0, got %s", m.IdleTimeout)
+	}
+	if m.SubscriptionsPerSession < 1 {
+		v.add("mcp.subscriptions_per_session", "must be at least 1, got %d", m.SubscriptionsPerSession)
+	}
+	if m.TurnTimeout <= 0 {
+		v.add("mcp.turn_timeout", "must be longer than 0, got %s", m.TurnTimeout)
+	}
+	if m.ArtifactInlineBytes < 0 {
+		v.add("mcp.artifact_inline_bytes", "must not be negative, got %s", m.ArtifactInlineBytes)
 	}
 }
 

@@ -132,13 +132,15 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 	}
 	// The ACP mount for editors (nil, and free, when acp.enabled is false).
 	acp := newACPMount(f, rt, g, gl, dev.gatewayProps(), log)
+	// The MCP mount for MCP clients (nil, and free, when mcp.enabled is false).
+	mcpm := newMCPMount(f, rt, g, gl, log)
 	srv := gateway.New(gateway.Options{
 		Runtime: rt,
 		Guard:   g,
 		Logger:  log,
 		Props:   dev.gatewayProps(),
 		AgentUI: agentUIs(ms),
-		Mounts:  dev.mount(acp.mounts()),
+		Mounts:  dev.mount(mcpm.add(acp.mounts())),
 		// CORS for the ACP mount: loopback and browser_origins may read it.
 		CORSMounts: acp.corsMounts(),
 		WebRoot:    webRoot,
@@ -162,6 +164,7 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 	hs.RegisterOnShutdown(dev.close)
 	// ACP streams end after the sessions said their last (cancelled prompts).
 	hs.RegisterOnShutdown(acp.close)
+	hs.RegisterOnShutdown(mcpm.close)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 

@@ -18,6 +18,9 @@
 //	fail       end with stopReason error
 //	anything else: reply "echo: <prompt>"
 //
+// With -schemas every declared domain declares args schemas (echo and fill
+// take {text: string}, sleep {ms: integer}).
+//
 // With -data every declared domain has a data plane: surface_fetch answers
 // {path, query, rev}, with the ETag r<rev>.
 //
@@ -52,6 +55,7 @@ var (
 	dup      = flag.Bool("dup", false, "declare the first domain twice")
 	readyAt  = flag.Duration("ready-delay", 0, "wait before agent_ready")
 	data     = flag.Bool("data", false, "declare every domain with a data plane (surface_fetch)")
+	schemas  = flag.Bool("schemas", false, "declare args schemas: echo takes {text: string} (required), fill {text}, sleep {ms: integer}")
 
 	protocol     = flag.String("protocol", "surfaced/1", "the protocol agent_ready announces")
 	badLine      = flag.Bool("bad-line", false, "write a line that is not JSON before agent_ready")
@@ -128,6 +132,16 @@ func main() {
 				"initialState": map[string]any{"count": 0, "log": []string{}}}
 			if *data {
 				decl["data"] = true
+			}
+			if *schemas {
+				text := map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}},
+					"required": []string{"text"}, "additionalProperties": false}
+				decl["schemas"] = map[string]any{
+					"echo": map[string]any{"type": "object", "description": "Append text to the log.", "properties": map[string]any{"text": map[string]any{"type": "string"}},
+						"required": []string{"text"}, "additionalProperties": false},
+					"fill":  text,
+					"sleep": map[string]any{"type": "object", "properties": map[string]any{"ms": map[string]any{"type": "integer", "minimum": 0}}},
+				}
 			}
 			decls = append(decls, decl)
 		}

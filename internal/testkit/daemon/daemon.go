@@ -22,6 +22,7 @@ import (
 	"github.com/surfaced/surfaced/gateway/debug"
 	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/internal/testkit"
+	"github.com/surfaced/surfaced/mcpgw"
 	"github.com/surfaced/surfaced/store/memstore"
 )
 
@@ -39,6 +40,7 @@ type setup struct {
 	agentUI map[string]gateway.AgentUI
 	guard   guard.Config
 	acp     acpgw.Options
+	mcp     mcpgw.Options
 	dev     bool
 	webRoot fs.FS
 }
@@ -86,6 +88,10 @@ func Guard(f func(*guard.Config)) Option { return func(s *setup) { f(&s.guard) }
 // by Start).
 func ACP(f func(*acpgw.Options)) Option { return func(s *setup) { f(&s.acp) } }
 
+// MCP adjusts the MCP mount's options (Runtime, Revoker and Logger are set
+// by Start).
+func MCP(f func(*mcpgw.Options)) Option { return func(s *setup) { f(&s.mcp) } }
+
 // WebRoot serves a web app at /app/, as the daemon's --web-root does.
 func WebRoot(dir fs.FS) Option { return func(s *setup) { s.webRoot = dir } }
 
@@ -126,12 +132,14 @@ type Daemon struct {
 	t          testing.TB
 	URL        string // http://127.0.0.1:port
 	ACPURL     string // URL + the ACP mount's path
+	MCPURL     string // URL + the MCP mount's path
 	Addr       string
 	Token      string
 	TokensFile string
 	Runtime    *surfaced.Runtime
 	Gateway    *gateway.Server
 	ACP        *acpgw.Server
+	MCP        *mcpgw.Server
 	Guard      *guard.Guard
 	Inspector  *inspect.Inspector // nil unless Dev
 	Debug      *debug.Handler     // nil unless Dev
@@ -214,6 +222,14 @@ func Start(t testing.TB, opts ...Option) *Daemon {
 	d.ACP = acpgw.New(ao)
 	d.ACPURL = d.URL + d.ACP.Path()
 	mounts[d.ACP.Path()] = d.ACP.Handler()
+	mo := s.mcp
+	mo.Runtime, mo.Revoker = rt, g
+	if mo.Logger == nil {
+		mo.Logger = s.cfg.Logger
+	}
+	d.MCP = mcpgw.New(mo)
+	d.MCPURL = d.URL + d.MCP.Path()
+	mounts[d.MCP.Path()] = d.MCP.Handler()
 	gopts.Mounts, gopts.CORSMounts = mounts, []string{d.ACP.Path()}
 	d.Gateway = gateway.New(gopts)
 	d.Events = newEventLog(rt)
@@ -225,6 +241,7 @@ func Start(t testing.TB, opts ...Option) *Daemon {
 		_ = rt.Shutdown(ctx)
 		d.Gateway.Close(ctx)
 		d.ACP.Close(ctx)
+		d.MCP.Close()
 		d.mu.Lock()
 		hs := d.hs
 		d.mu.Unlock()
