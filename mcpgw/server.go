@@ -215,7 +215,7 @@ func (s *Server) attachedOf(path string) (string, bool) {
 	}
 	id, ok := strings.CutPrefix(rest, "/sessions/")
 	id = strings.TrimSuffix(id, "/")
-	if !ok || store.CheckSessionID(id) != nil {
+	if !ok || strings.Contains(id, "/") || store.CheckSessionID(id) != nil {
 		return "", false
 	}
 	return id, true

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/proto"
 
@@ -160,8 +162,16 @@ type dialogArgs struct {
 	Cancelled *bool   `json:"cancelled,omitempty" jsonschema:"true: dismiss the dialog"`
 }
 
-// tool adds a tool whose handler answers a result or a toolError.
+// tool adds a tool whose handler answers a result or a toolError. Its
+// input schema is In's (a json.RawMessage field takes any JSON value).
 func tool[In any](s *Server, t *mcp.Tool, h func(ctx context.Context, req *mcp.CallToolRequest, in In) (any, *toolError)) {
+	sch, err := jsonschema.For[In](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[json.RawMessage](): {},
+	}})
+	if err != nil {
+		panic(fmt.Sprintf("mcpgw: the input schema of %s: %v", t.Name, err))
+	}
+	t.InputSchema = sch
 	mcp.AddTool(s.mcp, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
 		out, e := h(ctx, req, in)
 		if e != nil {

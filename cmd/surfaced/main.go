@@ -69,6 +69,7 @@ prints the URL to open (it carries a per-launch token).`,
 	root.AddCommand(runCmd(), serveCmd(), versionCmd())
 	root.AddCommand(inspectCmd())
 	root.AddCommand(acpCmd())
+	root.AddCommand(mcpCmd())
 	root.AddCommand(agentCmd())
 	root.AddCommand(adminCmd())
 	return root
