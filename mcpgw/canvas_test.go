@@ -137,4 +137,3 @@ func uploadPNG(t *testing.T, d *daemon.Daemon, session string) string {
 	}
 	return out.Artifact.ID
 }
-
