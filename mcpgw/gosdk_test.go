@@ -124,7 +124,7 @@ func errCode(out map[string]any) string {
 	return s
 }
 
-func ready(t *testing.T, d *daemon.Daemon, id string) {
+func ready(t testing.TB, d *daemon.Daemon, id string) {
 	t.Helper()
 	testkit.Eventually(t, 10*time.Second, func() bool {
 		_, out := d.JSON("GET", "/api/sessions/"+id, nil)

@@ -245,6 +245,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r = r.WithContext(ctx)
 	sid := r.Header.Get("Mcp-Session-Id")
+	s.log.Debug("mcp request", "method", r.Method, "path", r.URL.Path, "mcp_session", sid, "version", r.Header.Get("Mcp-Protocol-Version"), "subject", id.Subject)
 	if sid == "" && r.Header.Get("Mcp-Protocol-Version") >= statelessVersion {
 		s.stateless.ServeHTTP(w, r)
 		return

@@ -47,13 +47,14 @@ func (u *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 		return mcp.ResourceNotFoundError(uri)
 	}
 	subj := subject(ctx)
-	// The session must be the caller's: reading it says so (a session that
-	// does not exist, or another's, is not found).
-	if ref.kind == resourceKindState {
-		if _, _, e := u.s.snapshot(ctx, ref.session, ref.name); e != nil {
-			return resourceErr(uri, e)
-		}
-	} else if _, e := u.s.ask(ctx, ref.session, &pb.GetSummary{Caller: caller(ctx)}); e != nil {
+	// The session must be the caller's (one that does not exist, or
+	// another's, is not found). A surface need not be registered yet: a
+	// starting agent declares it soon, and its first rev is heard.
+	res, e := u.s.ask(ctx, ref.session, &pb.GetSummary{Caller: caller(ctx)})
+	if e == nil && res.(*pb.SessionSummary).GetError() != nil {
+		e = refused(ref.session, res.(*pb.SessionSummary).GetError())
+	}
+	if e != nil {
 		return resourceErr(uri, e)
 	}
 	u.mu.Lock()

@@ -171,7 +171,14 @@ func tool[In any](s *Server, t *mcp.Tool, h func(ctx context.Context, req *mcp.C
 	if err != nil {
 		panic(fmt.Sprintf("mcpgw: the input schema of %s: %v", t.Name, err))
 	}
-	t.InputSchema = sch
+	// As JSON, not a *jsonschema.Schema: the SDK reads a 2026-07-28 call's
+	// tool schema again on every call (its parameter headers), and JSON
+	// reads several times faster than the Schema type encodes.
+	raw, err := json.Marshal(sch)
+	if err != nil {
+		panic(fmt.Sprintf("mcpgw: the input schema of %s: %v", t.Name, err))
+	}
+	t.InputSchema = json.RawMessage(raw)
 	mcp.AddTool(s.mcp, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
 		out, e := h(ctx, req, in)
 		if e != nil {
