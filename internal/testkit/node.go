@@ -139,4 +139,3 @@ func (s *Scenario) Wait() {
 		s.t.Fatalf("the scenario did not exit\nstderr:\n%s", s.stderr.String())
 	}
 }
-
