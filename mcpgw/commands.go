@@ -76,33 +76,44 @@ func (s *Server) generalTool(name string) bool {
 // generalTools are the tools every client sees (addTools).
 var generalTools = []string{"list_agents", "list_sessions", "create_session", "get_session", "prompt", "abort", "run_command", "read_snapshot", "answer_dialog"}
 
-// sessionTools is the receiving middleware that adds the attached
-// session's command tools to tools/list and runs them on tools/call.
-func (s *Server) sessionTools(next mcp.MethodHandler) mcp.MethodHandler {
+// toolsMiddleware serves the tools the SDK does not hold: run_command
+// (tools.go), and the attached session's command tools, which it adds to
+// tools/list and runs on tools/call.
+func (s *Server) toolsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		c, _ := callerOf(ctx)
-		if c.attached == "" {
-			return next(ctx, method, req)
-		}
 		switch method {
 		case "tools/list":
 			res, err := next(ctx, method, req)
 			if err != nil {
 				return res, err
 			}
+			lr := res.(*mcp.ListToolsResult)
+			if lp, _ := req.GetParams().(*mcp.ListToolsParams); lp == nil || lp.Cursor == "" {
+				lr.Tools = append(lr.Tools, runCommandTool)
+			}
+			c, _ := callerOf(ctx)
+			if c.attached == "" {
+				return lr, nil
+			}
 			tools, e := s.commandTools(ctx, c.attached)
 			if e != nil {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Code + ": " + e.Message}
 			}
-			lr := res.(*mcp.ListToolsResult)
 			for _, t := range tools {
 				lr.Tools = append(lr.Tools, t.tool)
 			}
 			return lr, nil
 		case "tools/call":
 			cr, ok := req.(*mcp.CallToolRequest)
-			if !ok || s.generalTool(cr.Params.Name) {
-				return next(ctx, method, req)
+			if !ok {
+				break
+			}
+			if cr.Params.Name == runCommandTool.Name {
+				return s.runCommand(ctx, cr.Params.Arguments), nil
+			}
+			c, _ := callerOf(ctx)
+			if c.attached == "" || s.generalTool(cr.Params.Name) {
+				break
 			}
 			tools, e := s.commandTools(ctx, c.attached)
 			if e != nil {

@@ -142,7 +142,7 @@ func New(o Options) *Server {
 	})
 	s.addTools()
 	s.addResources()
-	s.mcp.AddReceivingMiddleware(s.sessionTools)
+	s.mcp.AddReceivingMiddleware(s.toolsMiddleware)
 	get := func(*http.Request) *mcp.Server { return s.mcp }
 	sdkLog := slog.New(slog.DiscardHandler)
 	// Progress and notifications need SSE answers: JSONResponse stays off.

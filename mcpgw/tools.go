@@ -165,20 +165,10 @@ type dialogArgs struct {
 // tool adds a tool whose handler answers a result or a toolError. Its
 // input schema is In's (a json.RawMessage field takes any JSON value).
 func tool[In any](s *Server, t *mcp.Tool, h func(ctx context.Context, req *mcp.CallToolRequest, in In) (any, *toolError)) {
-	sch, err := jsonschema.For[In](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-		reflect.TypeFor[json.RawMessage](): {},
-	}})
-	if err != nil {
-		panic(fmt.Sprintf("mcpgw: the input schema of %s: %v", t.Name, err))
-	}
 	// As JSON, not a *jsonschema.Schema: the SDK reads a 2026-07-28 call's
 	// tool schema again on every call (its parameter headers), and JSON
 	// reads several times faster than the Schema type encodes.
-	raw, err := json.Marshal(sch)
-	if err != nil {
-		panic(fmt.Sprintf("mcpgw: the input schema of %s: %v", t.Name, err))
-	}
-	t.InputSchema = json.RawMessage(raw)
+	t.InputSchema = inputSchema[In]()
 	mcp.AddTool(s.mcp, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
 		out, e := h(ctx, req, in)
 		if e != nil {
@@ -202,8 +192,6 @@ func (s *Server) addTools() {
 	tool(s, &mcp.Tool{Name: "prompt", Description: "Send a message to the session's agent and wait for its answer: the text, the tools it called, errors. " +
 		"Ask for progress to see it stream; cancel the request to abort the turn."}, s.prompt)
 	tool(s, &mcp.Tool{Name: "abort", Description: "Abort the session's running turn, whoever started it."}, s.abort)
-	tool(s, &mcp.Tool{Name: "run_command", Description: "Run a surface command, the same a browser's button runs: {sessionId, domain, action, args} → " +
-		"the command's result and the surface's new rev. A browser watching the session sees the change at once."}, s.runCommand)
 	tool(s, &mcp.Tool{Name: "read_snapshot", Description: "Read a surface's snapshot (what it shows now) and its rev.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.readSnapshot)
 	tool(s, &mcp.Tool{Name: "answer_dialog", Description: "Answer a dialog the agent opened (select, confirm, input, editor): give exactly one of value, confirmed, cancelled."}, s.answerDialog)
@@ -324,8 +312,57 @@ func (s *Server) abort(ctx context.Context, _ *mcp.CallToolRequest, in sessionAr
 	return map[string]any{"ok": true, "wasBusy": r.GetWasBusy()}, nil
 }
 
-func (s *Server) runCommand(ctx context.Context, _ *mcp.CallToolRequest, in commandArgs) (any, *toolError) {
-	return s.command(ctx, in.SessionID, in.Domain, in.Action, in.Args, in.IdempotencyKey)
+// runCommandTool is run_command, which the middleware serves (commands.go):
+// the hot path of a client that drives surfaces, kept off the SDK's
+// per-call schema work (it reads a registered tool's schema again on every
+// 2026-07-28 call, and decodes and re-encodes the arguments).
+var runCommandTool = &mcp.Tool{Name: "run_command", Description: "Run a surface command, the same a browser's button runs: {sessionId, domain, action, args} → " +
+	"the command's result and the surface's new rev. A browser watching the session sees the change at once.",
+	InputSchema: inputSchema[commandArgs]()}
+
+// inputSchema is In's schema as JSON (a json.RawMessage field takes any
+// JSON value).
+func inputSchema[In any]() json.RawMessage {
+	sch, err := jsonschema.For[In](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[json.RawMessage](): {},
+	}})
+	if err != nil {
+		panic(fmt.Sprintf("mcpgw: the input schema of %T: %v", *new(In), err))
+	}
+	raw, err := json.Marshal(sch)
+	if err != nil {
+		panic(fmt.Sprintf("mcpgw: the input schema of %T: %v", *new(In), err))
+	}
+	return raw
+}
+
+// runCommand serves run_command: its arguments checked as its schema says
+// (the required fields, their types, no others), then the command.
+func (s *Server) runCommand(ctx context.Context, raw json.RawMessage) *mcp.CallToolResult {
+	var in commandArgs
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = json.RawMessage("{}")
+		dec = json.NewDecoder(bytes.NewReader(raw))
+	}
+	if err := dec.Decode(&in); err != nil {
+		return errorResult(fail("invalid_args", "run_command: the arguments do not fit its schema: %v", err))
+	}
+	var missing []string
+	for _, f := range []struct{ name, v string }{{"sessionId", in.SessionID}, {"domain", in.Domain}, {"action", in.Action}} {
+		if f.v == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return errorResult(fail("invalid_args", "run_command: %s required", strings.Join(missing, ", ")))
+	}
+	out, e := s.command(ctx, in.SessionID, in.Domain, in.Action, in.Args, in.IdempotencyKey)
+	if e != nil {
+		return errorResult(e)
+	}
+	return out.(*mcp.CallToolResult)
 }
 
 // command runs a surface command and answers its result and the new rev.
