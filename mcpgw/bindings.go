@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/identity"
 	"github.com/surfaced/surfaced/internal/clock"
 )
 
@@ -47,7 +47,7 @@ func newBindings(s *Server) *bindings {
 // session that does not exist); one opening a session (initialize) is
 // refused past the subject's cap, and its session is bound when the SDK
 // names it.
-func (b *bindings) serve(w http.ResponseWriter, r *http.Request, id guard.Identity, attached, sid string) {
+func (b *bindings) serve(w http.ResponseWriter, r *http.Request, id identity.Identity, attached, sid string) {
 	if sid != "" {
 		if !b.enter(sid, id.Subject, attached) {
 			textError(w, http.StatusNotFound, "Not Found: no such MCP session (it closed, or the daemon restarted); initialize a new one.")

@@ -13,8 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/surfaced/surfaced/actors/session"
 	"github.com/surfaced/surfaced/artifact"
+	"github.com/surfaced/surfaced/codes"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -249,7 +249,7 @@ func (s *Server) prompt(ctx context.Context, req *mcp.CallToolRequest, in prompt
 		}
 		if ended {
 			stop()
-			return nil, fail(session.CodeEnded, "session %q ended (or went away) before the turn ended", in.SessionID)
+			return nil, fail(codes.SessionEnded, "session %q ended (or went away) before the turn ended", in.SessionID)
 		}
 		select {
 		case <-q.notify:
@@ -262,7 +262,7 @@ func (s *Server) prompt(ctx context.Context, req *mcp.CallToolRequest, in prompt
 			// The client cancelled: its turn is aborted, now or when it
 			// starts; the request's answer goes nowhere.
 			go s.abortWhenStarted(in.SessionID, caller(ctx), q, f, stop)
-			return nil, fail("cancelled", "the prompt was cancelled; its turn is aborted")
+			return nil, fail(codes.Cancelled, "the prompt was cancelled; its turn is aborted")
 		}
 	}
 }
@@ -331,7 +331,7 @@ func (s *Server) attach(ctx context.Context, sessionID string, ids []string, msg
 		return nil
 	}
 	if len(ids) > maxAttachments {
-		return fail("invalid_args", "a prompt takes at most %d attachments", maxAttachments)
+		return fail(codes.InvalidArgs, "a prompt takes at most %d attachments", maxAttachments)
 	}
 	if _, err := s.rt.Artifacts().Session(ctx, sessionID, subject(ctx)); errors.Is(err, artifact.ErrNotFound) {
 		return noSession(sessionID)
@@ -341,12 +341,12 @@ func (s *Server) attach(ctx context.Context, sessionID string, ids []string, msg
 	seen := map[string]bool{}
 	for i, id := range ids {
 		if seen[id] {
-			return fail("invalid_args", "attachmentIds[%d] repeats %s", i, id)
+			return fail(codes.InvalidArgs, "attachmentIds[%d] repeats %s", i, id)
 		}
 		seen[id] = true
 		a, err := s.rt.Artifacts().Get(ctx, sessionID, id)
 		if errors.Is(err, artifact.ErrNotFound) {
-			return fail("invalid_args", "attachmentIds[%d] (%s) is not an artifact of this session", i, id)
+			return fail(codes.InvalidArgs, "attachmentIds[%d] (%s) is not an artifact of this session", i, id)
 		}
 		if err != nil {
 			return s.requestErr(sessionID, err)

@@ -12,8 +12,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/surfaced/surfaced/actors/session"
 	"github.com/surfaced/surfaced/artifact"
+	"github.com/surfaced/surfaced/codes"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -151,7 +151,7 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 // a surface that is not registered), or the reason.
 func resourceErr(uri string, e *toolError) error {
 	switch e.Code {
-	case session.CodeNotFound, "surface_not_registered":
+	case codes.NotFound, codes.SurfaceNotRegistered:
 		return mcp.ResourceNotFoundError(uri)
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: e.Code + ": " + e.Message}
@@ -186,7 +186,7 @@ func (s *Server) transcript(ctx context.Context, sessionID string) ([]byte, *too
 	}
 	b, err := json.Marshal(map[string]any{"messages": out})
 	if err != nil {
-		return nil, fail(session.CodeInternal, "the transcript does not encode: %v", err)
+		return nil, fail(codes.Internal, "the transcript does not encode: %v", err)
 	}
 	return b, nil
 }
@@ -218,7 +218,7 @@ func (s *Server) readArtifact(ctx context.Context, uri string, ref resourceRef) 
 	defer rd.Close()
 	b, err := io.ReadAll(io.LimitReader(rd, s.opts.ArtifactInline+1))
 	if err != nil {
-		return nil, resourceErr(uri, fail(session.CodeInternal, "reading the artifact: %v", err))
+		return nil, resourceErr(uri, fail(codes.Internal, "reading the artifact: %v", err))
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: a.MediaType, Blob: b, Meta: meta}}}, nil
 }

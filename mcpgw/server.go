@@ -12,7 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/surfaced/surfaced"
-	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/identity"
 	"github.com/surfaced/surfaced/internal/clock"
 	"github.com/surfaced/surfaced/store"
 )
@@ -33,12 +33,6 @@ const (
 // requests carry their version (Mcp-Protocol-Version and _meta) and go to
 // the SDK's stateless handler.
 const statelessVersion = "2026-07-28"
-
-// Revoker ends a request's context when its credential is revoked
-// (*guard.Guard implements it).
-type Revoker interface {
-	Context(parent context.Context, id guard.Identity) (context.Context, context.CancelFunc)
-}
 
 // Options configure a Server. Only Runtime is required; the zero value of
 // every other field takes its default.
@@ -70,7 +64,7 @@ type Options struct {
 	// (1 MiB); a larger one is read as its signed URL.
 	ArtifactInline int64
 	// Revoker, when set, ends the requests and streams of a revoked token.
-	Revoker Revoker
+	Revoker identity.Revoker
 	// Clock runs the idle reaper (nil: the wall clock).
 	Clock clock.Clock
 }
@@ -189,7 +183,7 @@ func (s *Server) Close() {
 type callerKey struct{}
 
 type callerInfo struct {
-	id guard.Identity
+	id identity.Identity
 	// attached is the session the client is attached to (its path), "" on
 	// the mount itself.
 	attached string
@@ -227,7 +221,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		textError(w, http.StatusNotFound, "Not Found: the MCP endpoint is "+s.path+" (or "+s.path+"/sessions/{sessionId} for one session).")
 		return
 	}
-	id, ok := guard.IdentityFromContext(r.Context())
+	id, ok := identity.FromContext(r.Context())
 	if !ok {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		textError(w, http.StatusUnauthorized, "Unauthorized: send Authorization: Bearer <token>.")

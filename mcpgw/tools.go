@@ -16,6 +16,7 @@ import (
 
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/actors/session"
+	"github.com/surfaced/surfaced/codes"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -36,14 +37,14 @@ func fail(code, format string, args ...any) *toolError {
 // noSession is the answer for a session that does not exist and for one the
 // caller does not own: the same answer.
 func noSession(id string) *toolError {
-	return fail(session.CodeNotFound, "no session %q (list_sessions lists yours)", id)
+	return fail(codes.NotFound, "no session %q (list_sessions lists yours)", id)
 }
 
 // result is a tool's answer: v as structuredContent and as JSON text.
 func result(v any) *mcp.CallToolResult {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return errorResult(fail(session.CodeInternal, "the answer does not encode: %v", err))
+		return errorResult(fail(codes.Internal, "the answer does not encode: %v", err))
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}
 }
@@ -90,26 +91,26 @@ func (s *Server) requestErr(sessionID string, err error) *toolError {
 	case errors.Is(err, session.ErrNotFound):
 		return noSession(sessionID)
 	case errors.Is(err, session.ErrStoreUnavailable), errors.Is(err, store.ErrUnavailable):
-		return fail(session.CodeStoreUnavailable, "the store cannot be used now; nothing was changed, try again")
+		return fail(codes.StoreUnavailable, "the store cannot be used now; nothing was changed, try again")
 	case errors.Is(err, store.ErrOutcomeUnknown):
-		return fail(session.CodeOutcomeUnknown, "the store did not answer in time: the change may or may not have been made")
+		return fail(codes.OutcomeUnknown, "the store did not answer in time: the change may or may not have been made")
 	case errors.As(err, &quota), errors.Is(err, session.ErrTooManySessions):
-		return fail(session.CodeTooManySessions, "the daemon runs as many sessions as it may; try again later")
+		return fail(codes.TooManySessions, "the daemon runs as many sessions as it may; try again later")
 	case errors.Is(err, session.ErrClosed), errors.Is(err, surfaced.ErrShuttingDown):
-		return fail("shutting_down", "the daemon is shutting down; try again when it is back")
+		return fail(codes.ShuttingDown, "the daemon is shutting down; try again when it is back")
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, session.ErrUnavailable):
-		return fail(session.CodeUnavailable, "the session did not answer in time; try again")
+		return fail(codes.Unavailable, "the session did not answer in time; try again")
 	case errors.Is(err, context.Canceled):
-		return fail("cancelled", "the request was cancelled")
+		return fail(codes.Cancelled, "the request was cancelled")
 	}
 	s.log.Error("mcp request to a session failed", "session", sessionID, "err", err)
-	return fail(session.CodeInternal, "internal error")
+	return fail(codes.Internal, "internal error")
 }
 
 // refused maps a session's refusal (a result's error): not_found for a
 // missing or foreign session, the code and message otherwise.
 func refused(sessionID string, e *pb.Error) *toolError {
-	if e.GetCode() == session.CodeNotFound {
+	if e.GetCode() == codes.NotFound {
 		return noSession(sessionID)
 	}
 	return &toolError{Code: e.GetCode(), Message: e.GetMessage()}
@@ -212,7 +213,7 @@ func (s *Server) listAgents(_ context.Context, _ *mcp.CallToolRequest, _ noArgs)
 
 func (s *Server) listSessions(ctx context.Context, _ *mcp.CallToolRequest, in listSessionsArgs) (any, *toolError) {
 	if in.Limit < 0 || in.Limit > 500 {
-		return nil, fail("invalid_args", "limit must be from 1 to 500")
+		return nil, fail(codes.InvalidArgs, "limit must be from 1 to 500")
 	}
 	q := store.ListQuery{Owner: subject(ctx), Cursor: in.Cursor, Limit: in.Limit}
 	if q.Limit == 0 {
@@ -220,7 +221,7 @@ func (s *Server) listSessions(ctx context.Context, _ *mcp.CallToolRequest, in li
 	}
 	page, next, err := s.rt.Store().ListSessions(ctx, q)
 	if errors.Is(err, store.ErrBadCursor) {
-		return nil, fail("invalid_args", "cursor is not one this server gave out")
+		return nil, fail(codes.InvalidArgs, "cursor is not one this server gave out")
 	}
 	if err != nil {
 		return nil, s.requestErr("", err)
@@ -245,17 +246,17 @@ func (s *Server) listSessions(ctx context.Context, _ *mcp.CallToolRequest, in li
 
 func (s *Server) createSession(ctx context.Context, _ *mcp.CallToolRequest, in createSessionArgs) (any, *toolError) {
 	if len(in.Title) > 200 {
-		return nil, fail("invalid_args", "title must be at most 200 characters")
+		return nil, fail(codes.InvalidArgs, "title must be at most 200 characters")
 	}
 	id, err := s.rt.CreateSession(ctx, surfaced.CreateOptions{Owner: subject(ctx), Agent: in.Agent, Cwd: in.Cwd, Title: in.Title})
 	var quota *surfaced.QuotaError
 	switch {
 	case errors.As(err, &quota):
-		return nil, fail(session.CodeTooManySessions, "%s", strings.TrimPrefix(err.Error(), "surfaced: "))
+		return nil, fail(codes.TooManySessions, "%s", strings.TrimPrefix(err.Error(), "surfaced: "))
 	case errors.Is(err, surfaced.ErrNoAgent), errors.Is(err, surfaced.ErrAgentChoice), errors.Is(err, surfaced.ErrNoAgents):
-		return nil, fail("invalid_agent", "%v", err)
+		return nil, fail(codes.InvalidAgent, "%v", err)
 	case errors.Is(err, surfaced.ErrBadCwd):
-		return nil, fail("invalid_cwd", "%v", err)
+		return nil, fail(codes.InvalidCwd, "%v", err)
 	case err != nil:
 		return nil, s.requestErr("", err)
 	}
@@ -347,7 +348,7 @@ func (s *Server) runCommand(ctx context.Context, raw json.RawMessage) *mcp.CallT
 		dec = json.NewDecoder(bytes.NewReader(raw))
 	}
 	if err := dec.Decode(&in); err != nil {
-		return errorResult(fail("invalid_args", "run_command: the arguments do not fit its schema: %v", err))
+		return errorResult(fail(codes.InvalidArgs, "run_command: the arguments do not fit its schema: %v", err))
 	}
 	var missing []string
 	for _, f := range []struct{ name, v string }{{"sessionId", in.SessionID}, {"domain", in.Domain}, {"action", in.Action}} {
@@ -356,7 +357,7 @@ func (s *Server) runCommand(ctx context.Context, raw json.RawMessage) *mcp.CallT
 		}
 	}
 	if len(missing) > 0 {
-		return errorResult(fail("invalid_args", "run_command: %s required", strings.Join(missing, ", ")))
+		return errorResult(fail(codes.InvalidArgs, "run_command: %s required", strings.Join(missing, ", ")))
 	}
 	out, e := s.command(ctx, in.SessionID, in.Domain, in.Action, in.Args, in.IdempotencyKey)
 	if e != nil {
@@ -370,13 +371,13 @@ func (s *Server) runCommand(ctx context.Context, raw json.RawMessage) *mcp.CallT
 // it was applied.
 func (s *Server) command(ctx context.Context, sessionID, domain, action string, args json.RawMessage, key string) (any, *toolError) {
 	if domain == "" || action == "" {
-		return nil, fail("invalid_args", "domain and action are required")
+		return nil, fail(codes.InvalidArgs, "domain and action are required")
 	}
 	if args = bytes.TrimSpace(args); len(args) > 0 && string(args) != "null" && args[0] != '{' {
-		return nil, fail("invalid_args", "args must be a JSON object")
+		return nil, fail(codes.InvalidArgs, "args must be a JSON object")
 	}
 	if len(key) > 200 {
-		return nil, fail("invalid_args", "idempotencyKey must be at most 200 characters")
+		return nil, fail(codes.InvalidArgs, "idempotencyKey must be at most 200 characters")
 	}
 	res, e := s.ask(ctx, sessionID, &pb.RunCommand{Caller: caller(ctx), Domain: domain, Action: action, Args: args, IdempotencyKey: key,
 		DeadlineMs: deadlineMs(ctx, s.opts.RequestTimeout)})
@@ -437,12 +438,12 @@ func (s *Server) snapshot(ctx context.Context, sessionID, domain string) (json.R
 			return kv.GetValue(), kv.GetRev(), nil
 		}
 	}
-	return nil, 0, fail("surface_not_registered", "session %q has no surface %q", sessionID, domain)
+	return nil, 0, fail(codes.SurfaceNotRegistered, "session %q has no surface %q", sessionID, domain)
 }
 
 func (s *Server) answerDialog(ctx context.Context, _ *mcp.CallToolRequest, in dialogArgs) (any, *toolError) {
 	if in.DialogID == "" {
-		return nil, fail("invalid_args", "dialogId is required")
+		return nil, fail(codes.InvalidArgs, "dialogId is required")
 	}
 	msg := &pb.UIResponse{Caller: caller(ctx), Id: in.DialogID}
 	n := 0
@@ -456,13 +457,13 @@ func (s *Server) answerDialog(ctx context.Context, _ *mcp.CallToolRequest, in di
 	}
 	if in.Cancelled != nil {
 		if !*in.Cancelled {
-			return nil, fail("invalid_args", "cancelled may only be true")
+			return nil, fail(codes.InvalidArgs, "cancelled may only be true")
 		}
 		n++
-		msg.Which = "cancelled"
+		msg.Which = codes.Cancelled
 	}
 	if n != 1 {
-		return nil, fail("invalid_args", "give exactly one of value, confirmed, cancelled")
+		return nil, fail(codes.InvalidArgs, "give exactly one of value, confirmed, cancelled")
 	}
 	res, e := s.ask(ctx, in.SessionID, msg)
 	if e != nil {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/surfaced/surfaced/actors/session"
+	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/internal/delivery"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
@@ -46,8 +46,8 @@ func (s *Server) watch(ctx context.Context, sessionID, subject string, from pb.S
 	}
 	if r.GetError() != nil {
 		stop()
-		if r.GetError().GetCode() == session.CodeEnded {
-			return nil, fail(session.CodeEnded, "session %q has ended", sessionID)
+		if r.GetError().GetCode() == codes.SessionEnded {
+			return nil, fail(codes.SessionEnded, "session %q has ended", sessionID)
 		}
 		return nil, refused(sessionID, r.GetError())
 	}

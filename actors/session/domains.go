@@ -108,14 +108,14 @@ func (s *sessionActor) declaredSchemas(decl proc.SurfaceDecl) map[string][]byte 
 	raw := make(map[string][]byte, len(decl.Schemas))
 	for action, sch := range decl.Schemas {
 		if !slices.Contains(decl.Commands, action) {
-			s.diagnostic("invalid_line", fmt.Sprintf("agent_ready: surface %q declares a schema for %q, which is not one of its commands; it is ignored", decl.Domain, action))
+			s.diagnostic(codes.InvalidLine, fmt.Sprintf("agent_ready: surface %q declares a schema for %q, which is not one of its commands; it is ignored", decl.Domain, action))
 			continue
 		}
 		raw[action] = sch
 	}
 	_, bad := surface.CompileSchemas(raw)
 	for _, action := range slices.Sorted(maps.Keys(bad)) {
-		s.diagnostic("invalid_line", fmt.Sprintf("agent_ready: the args schema of %s.%s is refused (%v); the command takes any object", decl.Domain, action, bad[action]))
+		s.diagnostic(codes.InvalidLine, fmt.Sprintf("agent_ready: the args schema of %s.%s is refused (%v); the command takes any object", decl.Domain, action, bad[action]))
 		delete(raw, action)
 	}
 	return raw

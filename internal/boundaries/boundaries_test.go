@@ -29,7 +29,8 @@ var core = []string{
 // internal/delivery).
 var transports = map[string][]string{
 	"the browser's (HTTP API, SSE, WebSocket)": {"gateway/...", "internal/wire"},
-	"ACP":                                     {"acpgw/..."},
+	"ACP": {"acpgw/..."},
+	"MCP": {"mcpgw/..."},
 }
 
 // actorsAndDelivery may import only these packages of the module.
@@ -213,4 +214,3 @@ func TestTheRulesBite(t *testing.T) {
 		t.Errorf("allowed imports refused: %q", got)
 	}
 }
-
