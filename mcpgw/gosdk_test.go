@@ -382,14 +382,14 @@ func TestOwnership(t *testing.T) {
 				uri := "surfaced://sessions/" + sid + "/surfaces/demo"
 				_, err := bob.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri})
 				var we *jsonrpc.Error
-				if !errors.As(err, &we) || we.Code != mcp.CodeResourceNotFound {
+				if !errors.As(err, &we) || we.Code != jsonrpc.CodeInvalidParams {
 					t.Errorf("read %s: %v", sid, err)
 				}
 				if v == stateful {
 					// (2026-07-28's Subscribe opens its listen request in the
 					// background and reports nothing: TestListenRefused.)
 					err = bob.Subscribe(context.Background(), &mcp.SubscribeParams{URI: uri})
-					if !errors.As(err, &we) || we.Code != mcp.CodeResourceNotFound {
+					if !errors.As(err, &we) || we.Code != jsonrpc.CodeInvalidParams {
 						t.Errorf("subscribe %s: %v", sid, err)
 					}
 				}

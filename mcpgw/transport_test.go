@@ -242,7 +242,7 @@ func TestListenRefused(t *testing.T) {
 		}
 		last := msgs[len(msgs)-1]
 		e, _ := last["error"].(map[string]any)
-		if e == nil || e["code"] != float64(mcp.CodeResourceNotFound) {
+		if e == nil || e["code"] != float64(jsonrpc.CodeInvalidParams) {
 			t.Errorf("listen %s: %v", sid, msgs)
 		}
 		answers = append(answers, strings.ReplaceAll(e["message"].(string), sid, "ID"))
