@@ -36,6 +36,24 @@ const (
 	TypeArtifactURLResult     = "artifact_url_result"
 )
 
+// DaemonSurfaceLine reports whether typ is a line type of the surface
+// extension that the daemon writes to an agent. pi does not know them: a pi
+// with a surfaced/1 extension inside answers each with an id-less
+// "Unknown command" failure (UnknownCommand), which the daemon expects.
+func DaemonSurfaceLine(typ string) bool {
+	switch typ {
+	case TypeSurfaceDispatch, TypeSurfaceCommandResult, TypeSurfaceGetResult, TypeStateChanged,
+		TypeSurfaceRegisterResult, TypeSurfaceFetch, TypeArtifactPutResult, TypeArtifactGetResult,
+		TypeArtifactListResult, TypeArtifactURLResult:
+		return true
+	}
+	return false
+}
+
+// UnknownCommand is the error pi answers a line of type typ with when it does
+// not know the type (with success false and no id).
+func UnknownCommand(typ string) string { return "Unknown command: " + typ }
+
 // EnvArtifactDir names the agent's environment variable that holds the
 // session's scratch directory: the files an agent puts are read from there
 // (or from the session's cwd), and artifact_get writes the bytes there.

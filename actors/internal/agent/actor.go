@@ -8,6 +8,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -75,8 +76,16 @@ type agentActor struct {
 	// answers straight to whoever waits for them (one hop, not two).
 	mu      sync.Mutex
 	pending map[string]waiter
-	exited  bool
-	sweep   *time.Timer
+	// refusals counts, by line type, the lines of the surface extension
+	// written to the agent and not yet refused: an agent that is pi with
+	// a surfaced/1 extension inside answers each of them, as every line
+	// it does not know, with an id-less "Unknown command" failure. Each
+	// such answer uses up one line of its type and is dropped here (it is
+	// expected, not a line nobody asked for); one more than was sent goes
+	// on to the session like any other.
+	refusals map[string]int
+	exited   bool
+	sweep    *time.Timer
 
 	window     *Window
 	stderrLog  *lograte.Limiter
@@ -124,6 +133,7 @@ func (a *agentActor) started(ctx actor.Context) {
 	a.parent = ctx.Parent()
 	a.root = ctx.ActorSystem().Root
 	a.pending = make(map[string]waiter)
+	a.refusals = make(map[string]int)
 	a.window = a.cfg.Window
 	if a.window == nil {
 		a.window = NewWindow(0)
@@ -177,8 +187,15 @@ func (a *agentActor) send(ctx actor.Context, m *pb.AgentSend) {
 		a.pending[id] = waiter{to: to, since: time.Now()}
 		a.mu.Unlock()
 	}
+	// Counted before the write: the refusal may be read before Write returns.
+	refusable := a.expectRefusal(m.GetLine())
 	if err := a.p.Write(m.GetLine()); err != nil {
 		a.log.Warn("agent stdin write failed", "bytes", len(m.GetLine()), "err", err)
+		if refusable != "" {
+			a.mu.Lock()
+			a.refusals[refusable]--
+			a.mu.Unlock()
+		}
 		if id := m.GetExpectId(); id != "" && to != nil {
 			if _, ok := a.take(id); ok {
 				// The command never reached the agent: whoever waits for
@@ -188,6 +205,41 @@ func (a *agentActor) send(ctx actor.Context, m *pb.AgentSend) {
 			}
 		}
 	}
+}
+
+// expectRefusal counts a line of the surface extension as one that pi would
+// refuse, and returns its type ("" for any other line). The daemon writes
+// "type" within a line's first bytes.
+func (a *agentActor) expectRefusal(line []byte) string {
+	typ := proc.LeadingEnvelope(line[:min(len(line), 256)]).Type
+	if !proc.DaemonSurfaceLine(typ) {
+		return ""
+	}
+	a.mu.Lock()
+	a.refusals[typ]++
+	a.mu.Unlock()
+	return typ
+}
+
+// refusal reports whether line, an id-less response, is pi's refusal of a
+// surface line the daemon wrote and has not yet seen refused, and uses that
+// line up.
+func (a *agentActor) refusal(line []byte) bool {
+	var r struct {
+		Command string `json:"command"`
+		Success bool   `json:"success"`
+		Error   string `json:"error"`
+	}
+	if json.Unmarshal(line, &r) != nil || r.Success || r.Error != proc.UnknownCommand(r.Command) {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.refusals[r.Command] <= 0 {
+		return false
+	}
+	a.refusals[r.Command]--
+	return true
 }
 
 // take removes and returns the waiter of id.
@@ -229,6 +281,10 @@ func (h *handler) Line(env proc.Envelope, line []byte) {
 			a.root.Send(w.to, &pb.AgentReply{Id: env.ID, Type: env.Type, Line: line})
 			return
 		}
+	}
+	if env.Type == proc.TypeResponse && env.ID == "" && a.refusal(line) {
+		a.log.Debug("agent refused a surface line, as pi refuses lines it does not know", "line", string(line))
+		return
 	}
 	h.batch = append(h.batch, &pb.AgentLine{Incarnation: a.cfg.Incarnation, Type: env.Type, Id: env.ID, Line: line})
 	h.bytes += len(line)

@@ -3,7 +3,9 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -323,5 +325,65 @@ out.flush()
 	}
 	if total > 50 {
 		t.Fatalf("%d log records for 200 000 lines", total)
+	}
+}
+
+// pi answers every line it does not know with an id-less "Unknown command"
+// failure, the surface lines of a surfaced/1 extension inside it included.
+// Those refusals are expected, one per surface line written, and go no
+// further; a refusal beyond them, of a line the daemon never wrote, or of
+// a line pi knows, reaches the session like any line nobody asked for.
+func TestPiRefusalsOfSurfaceLinesAreExpected(t *testing.T) {
+	argv := testkit.PythonAgent(t, `
+import json, sys
+out = sys.stdout
+n = 0
+for raw in sys.stdin:
+    cmd = json.loads(raw)
+    if cmd["type"] == "done":
+        # One refusal more than was sent, one of a type never sent, one of a
+        # type pi knows, and one that is not pi's text: all unexpected.
+        for c in ("state_changed", "surface_fetch", "get_state"):
+            out.write(json.dumps({"type": "response", "command": c, "success": False, "error": "Unknown command: " + c}) + "\n")
+        out.write(json.dumps({"type": "response", "command": "state_changed", "success": False, "error": "no"}) + "\n")
+        out.write(json.dumps({"type": "marker"}) + "\n")
+        out.flush()
+        continue
+    out.write(json.dumps({"type": "response", "command": cmd["type"], "success": False, "error": "Unknown command: " + cmd["type"]}) + "\n")
+    out.flush()
+`)
+	h := start(t, Config{SessionID: "s", Incarnation: 1, Spec: proc.Spec{Argv: argv}})
+	send := func(v any) {
+		line, err := proc.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.sys.Root.Send(h.agent, &pb.AgentSend{Line: line})
+	}
+	const n = 500
+	for i := range n {
+		send(proc.SurfaceDispatch{Type: proc.TypeSurfaceDispatch, ID: fmt.Sprintf("demo#%d", i), Domain: "demo", Action: "increment"})
+		send(proc.StateChanged{Type: proc.TypeStateChanged, Key: "ui.theme", Value: json.RawMessage(`"dark"`), Rev: uint64(i)})
+	}
+	send(map[string]string{"type": "done"})
+	var got []string
+	for {
+		for _, l := range lines(h.next(t, true)) {
+			if l.GetType() == "marker" {
+				want := []string{"state_changed: Unknown command: state_changed", "surface_fetch: Unknown command: surface_fetch",
+					"get_state: Unknown command: get_state", "state_changed: no"}
+				slices.Sort(want)
+				slices.Sort(got)
+				if !slices.Equal(got, want) {
+					t.Fatalf("lines that reached the session: %q, want %q", got, want)
+				}
+				return
+			}
+			var r proc.Response
+			if err := json.Unmarshal(l.GetLine(), &r); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, r.Command+": "+r.Error)
+		}
 	}
 }
