@@ -1,0 +1,12 @@
+export { createSurface, connectPi, isPiRPC } from "./pi";
+export type { PiExtensionAPI, PiAgentOptions, SurfaceHandle } from "./pi";
+export { getSessionState, runCommand, getSurface, getArtifacts } from "./api";
+export type { Artifacts, PutOptions, ListQuery, SessionState, SurfaceSnapshot } from "./host";
+export { SurfaceCommandError, HYDRATE_ACTION, TURN_END_ACTION, normalize } from "./surface";
+export type { SurfaceOptions, SurfaceCtx, CommandHandler, CommandSpec, DataHandler, DataRequest, DataCtx, Page, SurfaceHook } from "./surface";
+export { defineAgent, defineSurface, defineTool, Agent } from "./agent";
+export type { AgentOptions, Tool, ToolCtx, ToolOutput, NoticeRequest } from "./agent";
+export { scriptedModel, openAIModel, modelFromEnv, SCRIPTED_PREFIX } from "./model";
+export type { Model, ModelDelta, ModelRequest, ModelMessage, ModelToolCall, ModelInfo, ToolSpec, StopReason, DialogRequest, DialogAnswer, Dialogs, ImageContent, ScriptedModelOptions, OpenAIModelOptions, } from "./model";
+export { PROTOCOL, Codes } from "./protocol";
+export type { CommandResult, ErrorBody, Artifact, JSONSchema, StateChange, SurfaceDecl } from "./protocol";
