@@ -43,6 +43,12 @@ func testLogger() *slog.Logger {
 
 func startDaemon(t testing.TB, limits surfaced.Limits, agents ...surfaced.AgentSpec) *daemon {
 	t.Helper()
+	return startDaemonWith(t, limits, gateway.Limits{}, agents...)
+}
+
+// startDaemonWith is startDaemon with the gateway's limits.
+func startDaemonWith(t testing.TB, limits surfaced.Limits, gw gateway.Limits, agents ...surfaced.AgentSpec) *daemon {
+	t.Helper()
 	rt, err := surfaced.New(surfaced.Config{Store: memstore.New(), Agents: agents, Limits: limits, Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +63,7 @@ func startDaemon(t testing.TB, limits surfaced.Limits, agents ...surfaced.AgentS
 		t.Fatal(err)
 	}
 	acp := acpgw.New(acpgw.Options{Runtime: rt, Revoker: g, Logger: testLogger()})
-	srv := gateway.New(gateway.Options{Runtime: rt, Guard: g, Logger: testLogger(),
+	srv := gateway.New(gateway.Options{Runtime: rt, Guard: g, Logger: testLogger(), Limits: gw,
 		Mounts: map[string]http.Handler{acp.Path(): acp.Handler()}, CORSMounts: []string{acp.Path()}})
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
