@@ -237,3 +237,24 @@ func (d *fakeDomain) serveAgentCommand() {
 	r := d.run(c.Action, c.Args)
 	d.p.Send(agentproc.SurfaceCommandResult{Type: agentproc.TypeSurfaceCommandResult, ID: c.ID, OK: r.OK, Data: r.Data, Error: r.Error})
 }
+
+// The demo in Node (examples/node-agent) and inside pi
+// (examples/pi-surface-demo) ship this agent's panel, byte for byte: one
+// panel, three agents behind it.
+func TestTheOtherDemosShipThisPanel(t *testing.T) {
+	for _, name := range []string{"demo.js", "demo.css"} {
+		want, err := os.ReadFile("ui/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, other := range []string{"../node-agent/ui/", "../pi-surface-demo/ui/"} {
+			got, err := os.ReadFile(other + name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("%s%s differs from ui/%s: copy it over", other, name, name)
+			}
+		}
+	}
+}

@@ -81,10 +81,16 @@ func TestExamplesPass(t *testing.T) {
 		{"hello-agent", Options{Abort: true, AbortPrompt: "slow"}, "start=ok prompt=ok abort=ok restart=ok"},
 		{"python-agent", Options{Command: "notes/add", Args: json.RawMessage(`{"text":"milk"}`), Prompt: "note eggs", Abort: true},
 			"start=ok surface notes=ok command notes/add=ok prompt=ok abort=ok restart=ok"},
+		// The standalone Node agent of @surfaced/agent passes what the Go agentkit passes.
+		{"node-agent", Options{Command: "demo/increment", Abort: true, AbortPrompt: "slow"},
+			"start=ok surface demo=ok command demo/increment=ok prompt=ok abort=ok restart=ok"},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
-			if tc.dir == "python-agent" {
+			switch tc.dir {
+			case "python-agent":
 				testkit.Python3(t)
+			case "node-agent":
+				testkit.Node(t)
 			}
 			o := tc.opts
 			o.Agent = exampleSpec(t, tc.dir)
@@ -119,6 +125,20 @@ func TestPythonAgentToolCall(t *testing.T) {
 		t.Fatalf("prompt: %s\n%s", p.Summary, written(rep))
 	}
 	if r := rep.Step("restart"); !strings.Contains(r.Summary, "notes at rev 2 as before") {
+		t.Fatalf("restart: %s", r.Summary)
+	}
+}
+
+// The Node agent's tool runs demo/increment through the daemon; the prompt
+// step sees it.
+func TestNodeAgentToolCall(t *testing.T) {
+	testkit.Node(t)
+	rep := check(t, Options{Agent: exampleSpec(t, "node-agent"), Prompt: "increment please"})
+	p := rep.Step("prompt")
+	if !rep.OK() || !strings.Contains(p.Summary, "tools: increment") {
+		t.Fatalf("prompt: %s\n%s", p.Summary, written(rep))
+	}
+	if r := rep.Step("restart"); !strings.Contains(r.Summary, "demo at rev 2 as before") {
 		t.Fatalf("restart: %s", r.Summary)
 	}
 }

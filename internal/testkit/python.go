@@ -21,3 +21,15 @@ func Python3(t testing.TB) string {
 	t.Skipf("python3 not found; the Python example agent is not tested (install Debian's python3 to run it): %v", err)
 	return ""
 }
+
+// Node returns the path of node for the tests of the Node agents (the
+// @surfaced/agent package's examples). Without it the test is skipped,
+// except on CI, where it fails (testkit.Missing).
+func Node(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("node")
+	if err != nil {
+		Missing(t, "node is not installed; the Node agents need Node 20 or newer: %v", err)
+	}
+	return p
+}
