@@ -59,10 +59,10 @@ proto-check:
 demo:
 	$(GO) run ./cmd/surfaced run ./examples/surface-demo-agent
 
-# The npm packages (web/client, web/react) and examples/react-app, with the
-# toolchain pinned in web/package-lock.json: rewrites the embedded
-# gateway/internal/webui/static/surfaced.js (commit it), web/react/dist and
-# examples/react-app/dist.
+# The npm packages (web/client, web/react, web/agent) and examples/react-app,
+# with the toolchain pinned in web/package-lock.json: rewrites the embedded
+# gateway/internal/webui/static/surfaced.js and web/agent/dist (commit both),
+# web/react/dist and examples/react-app/dist.
 web:
 	@[ -d web/node_modules ] && [ ! web/package-lock.json -nt web/node_modules/.package-lock.json ] || (cd web && npm ci --no-audit --no-fund)
 	cd web && node scripts/build.mjs

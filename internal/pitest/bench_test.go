@@ -2,6 +2,8 @@ package pitest
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,8 +15,11 @@ import (
 	"time"
 
 	"github.com/surfaced/surfaced"
+	proc "github.com/surfaced/surfaced/agentproc"
 	"github.com/surfaced/surfaced/internal/llmstub"
 	"github.com/surfaced/surfaced/internal/testkit"
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+	"github.com/surfaced/surfaced/store/memstore"
 )
 
 // BenchmarkPiOverhead measures what surfaced adds to driving pi directly.
@@ -176,4 +181,159 @@ func (p *directPi) turn(b *testing.B, text string) (first, end time.Duration) {
 		return false
 	})
 	return first, end
+}
+
+// BenchmarkPiHostedCommand measures a command on a domain that pi hosts
+// through @surfaced/agent (lab/inc of the lab extension, in process:
+// runtime → domain actor → surface_dispatch over pi's stdin → the extension
+// → surface_dispatch_result over pi's stdout → durable commit → result),
+// against, in the same run and alternating so that drift hits all alike:
+//
+//   - the same command on a Go agent-hosted domain (demo/increment of the
+//     fake agent, written with agentkit), through the same runtime;
+//   - a raw pipe round trip to a pi process with the same extension: one
+//     surface_dispatch written to its stdin, its surface_dispatch_result
+//     read from its stdout (pi's "Unknown command" refusal of the line
+//     skipped), nothing in between.
+//
+// It reports the p50 of each (µs) and the ratios of the pi-hosted command
+// to the two baselines.
+func BenchmarkPiHostedCommand(b *testing.B) {
+	srv := model(b, func(llmstub.Request) llmstub.Reply { return llmstub.Say("ok") })
+	home := Home(b, Config{BaseURL: srv.URL})
+	rt, err := surfaced.New(surfaced.Config{Store: memstore.New(), Logger: testLogger(),
+		Agents: []surfaced.AgentSpec{labAgent(b, home), {Name: "go", Argv: testkit.FakeAgent(b)}},
+		Limits: surfaced.Limits{CommandsPerSecond: 1 << 30}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = rt.Shutdown(ctx)
+	})
+	caller := &pb.Caller{Subject: "bench", Via: "browser"}
+	session := func(agent string) string {
+		id, err := rt.CreateSession(context.Background(), surfaced.CreateOptions{Owner: "bench", Agent: agent})
+		if err != nil {
+			b.Fatal(err)
+		}
+		testkit.Eventually(b, wait, func() bool {
+			res, err := rt.Request(context.Background(), id, &pb.GetSummary{Caller: caller})
+			return err == nil && res.(*pb.SessionSummary).GetStatus() == "ready" && len(res.(*pb.SessionSummary).GetSurfaces()) > 0
+		}, "the %s session to be ready", agent)
+		return id
+	}
+	piID, goID := session("pi"), session("go")
+	command := func(id, domain, action string) time.Duration {
+		t0 := time.Now()
+		res, err := rt.Request(context.Background(), id, &pb.RunCommand{Caller: caller, Domain: domain, Action: action})
+		d := time.Since(t0)
+		if err != nil || !res.(*pb.CommandResult).GetOk() {
+			b.Fatalf("%s/%s: %v %v", domain, action, err, res)
+		}
+		return d
+	}
+	raw := startRawPi(b, home)
+
+	// Warm all three up (the JIT, the first store writes).
+	for range 50 {
+		command(piID, "lab", "inc")
+		command(goID, "demo", "increment")
+		raw.dispatch(b)
+	}
+	var pi, goAgent, pipe []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		pi = append(pi, command(piID, "lab", "inc"))
+		goAgent = append(goAgent, command(goID, "demo", "increment"))
+		pipe = append(pipe, raw.dispatch(b))
+	}
+	b.StopTimer()
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	p, g, r := median(pi), median(goAgent), median(pipe)
+	b.ReportMetric(us(p), "pi-p50-µs")
+	b.ReportMetric(us(g), "go-p50-µs")
+	b.ReportMetric(us(r), "raw-pi-pipe-p50-µs")
+	b.ReportMetric(float64(p)/float64(g), "pi/go")
+	b.ReportMetric(float64(p)/float64(r), "pi/raw")
+}
+
+// rawPi is pi with the lab extension on a plain pipe, spoken to as the
+// daemon would: agent_ready, then surface_dispatch lines.
+type rawPi struct {
+	in    io.WriteCloser
+	out   *bufio.Reader
+	n     int
+	state json.RawMessage
+}
+
+func startRawPi(b *testing.B, home string) *rawPi {
+	b.Helper()
+	argv := Argv(b, "-e", LabExtension())
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = b.TempDir()
+	cmd.Env = append(append(os.Environ(), Env(home)...), "SURFACED_SESSION_ID=bench-raw")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		in.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	p := &rawPi{in: in, out: bufio.NewReaderSize(out, 1<<20), state: json.RawMessage(`{"n":0}`)}
+	p.until(b, proc.TypeAgentReady)
+	return p
+}
+
+// until reads lines until one of type typ, and returns it.
+func (p *rawPi) until(b *testing.B, typ string) []byte {
+	for {
+		line, err := p.out.ReadBytes('\n')
+		if err != nil {
+			b.Fatalf("pi output ended: %v", err)
+		}
+		env, err := proc.DecodeEnvelope(bytes.TrimRight(line, "\r\n"))
+		if err == nil && env.Type == typ {
+			return line
+		}
+	}
+}
+
+// dispatch is one surface_dispatch round trip.
+func (p *rawPi) dispatch(b *testing.B) time.Duration {
+	p.n++
+	line, err := proc.Marshal(proc.SurfaceDispatch{Type: proc.TypeSurfaceDispatch, ID: fmt.Sprint(p.n), Domain: "lab",
+		Action: "inc", Args: json.RawMessage(`{}`), State: p.state, Rev: uint64(p.n)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	line = append(line, '\n')
+	t0 := time.Now()
+	if _, err := p.in.Write(line); err != nil {
+		b.Fatal(err)
+	}
+	ans := p.until(b, proc.TypeSurfaceDispatchResult)
+	d := time.Since(t0)
+	var res proc.SurfaceDispatchResult
+	if err := json.Unmarshal(ans, &res); err != nil || len(res.State) == 0 {
+		b.Fatalf("answer %s: %v", ans, err)
+	}
+	p.state = res.State
+	return d
 }

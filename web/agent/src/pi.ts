@@ -155,9 +155,9 @@ export function connectPi(pi: PiExtensionAPI, opts: PiAgentOptions = {}): void {
 }
 
 /**
- * createSurface declares a surface domain hosted by this pi extension, as
- * pi-web's createSurface does: its commands run in pi's process when a client
- * (or a tool, through runCommand) runs them; the snapshot lives in the daemon.
+ * createSurface declares a surface domain hosted by this pi extension: its
+ * commands run in pi's process when a client (or a tool, through runCommand)
+ * runs them; the snapshot lives in the daemon.
  * It also registers pi's command `surface:<domain>`, the domain's probe.
  */
 export function createSurface<S>(pi: PiExtensionAPI, options: SurfaceOptions<S> & PiAgentOptions): SurfaceHandle<S> {
