@@ -466,3 +466,31 @@ func TestPiDataPages(t *testing.T) {
 		t.Fatalf("unknown page: %d %v", resp.StatusCode, out)
 	}
 }
+
+// The hooks: hydrate runs each time pi starts (its first start, and after
+// a crash), onTurnEnd after each turn, each as a command of its domain.
+func TestPiSurfaceHooks(t *testing.T) {
+	srv := quiet(t)
+	d, id, s := labSession(t, surfaced.Limits{}, Config{BaseURL: srv.URL})
+	hooks := func(want string) {
+		t.Helper()
+		testkit.Eventually(t, wait, func() bool {
+			v, _ := stateEntry(d, id, "surface:hooks").(map[string]any)
+			return fmt.Sprint(v) == want
+		}, "hooks to be %s", want)
+	}
+	hooks("map[starts:1 turns:0]")
+	d.prompt(id, "hello")
+	s.Wait(t, wait, "the turn's end", testkit.IsChat("finish"))
+	hooks("map[starts:1 turns:1]")
+	pid := int(d.mustCommand(id, "lab", "pid", nil)["pid"].(float64))
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	hooks("map[starts:2 turns:1]")
+	// A client may run them too.
+	if st, res := d.command(id, "hooks", "hydrate", nil); st != http.StatusOK || res["ok"] != true {
+		t.Fatalf("hooks/hydrate: %d %v", st, res)
+	}
+	hooks("map[starts:3 turns:1]")
+}

@@ -383,3 +383,36 @@ test("whole lines through a non-blocking pipe whose stdout.write was replaced", 
   assert.equal(parsed.at(-1).type, "done");
   assert.match(stderr, /to stderr, not the protocol/);
 });
+
+test("hooks: hydrate after agent_ready and onTurnEnd after agent_end run as the domain's commands", async () => {
+  const w = wire({
+    surfaces: [
+      defineSurface({
+        domain: "h",
+        initialState: { starts: 0, turns: 0 },
+        commands: {},
+        hydrate: (ctx) => ({ ...ctx.get(), starts: ctx.get().starts + 1 }),
+        onTurnEnd: (ctx) => ctx.setState((s) => ({ ...s, turns: s.turns + 1 })),
+      }),
+    ],
+  });
+  const ready = await w.next((l) => l.type === "agent_ready");
+  assert.deepEqual(ready.surfaces[0].commands, ["hydrate", "turn_end"]);
+  // The agent runs hydrate through the daemon, which dispatches it back.
+  const hydrate = await w.next((l) => l.type === "surface_command" && l.action === "hydrate");
+  w.send({ type: "surface_dispatch", id: "h#1", domain: "h", action: "hydrate", args: {}, state: { starts: 4, turns: 2 }, rev: 9 });
+  assert.deepEqual((await w.next((l) => l.id === "h#1")).state, { starts: 5, turns: 2 });
+  w.send({ type: "surface_command_result", id: hydrate.id, ok: true });
+  w.send({ id: "p", type: "prompt", message: "hi" });
+  await w.next((l) => l.type === "agent_end");
+  const turnEnd = await w.next((l) => l.type === "surface_command" && l.action === "turn_end");
+  w.send({ type: "surface_dispatch", id: "h#2", domain: "h", action: "turn_end", args: {}, state: { starts: 5, turns: 2 }, rev: 10 });
+  assert.deepEqual((await w.next((l) => l.id === "h#2")).state, { starts: 5, turns: 3 });
+  w.send({ type: "surface_command_result", id: turnEnd.id, ok: true });
+  assert.throws(
+    () => defineAgent({ surfaces: [{ domain: "x", initialState: {}, commands: { hydrate: () => 1 }, hydrate: () => {} }] }),
+    /the command hydrate is the hydrate hook's/,
+  );
+  w.end();
+  await w.done;
+});

@@ -76,6 +76,17 @@ export default function (pi: any) {
     },
   });
 
+  // A domain of hooks only: hydrate counts the starts of pi, onTurnEnd the turns.
+  createSurface<{ starts: number; turns: number }>(pi, {
+    domain: "hooks",
+    initialState: { starts: 0, turns: 0 },
+    commands: {},
+    hydrate: (ctx) => ({ ...ctx.get(), starts: ctx.get().starts + 1 }),
+    onTurnEnd: (ctx) => {
+      ctx.setState((s) => ({ ...s, turns: s.turns + 1 }));
+    },
+  });
+
   pi.registerTool({
     name: "lab_inc",
     label: "Count in the lab",
