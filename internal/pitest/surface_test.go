@@ -65,6 +65,11 @@ func labSession(t *testing.T, limits surfaced.Limits, cfg Config, gw ...gateway.
 	if len(gw) > 0 {
 		g = gw[0]
 	}
+	if limits.ReadyTimeout == 0 {
+		// pi starts in seconds, but in many more on a machine busy with other builds:
+		// the test's own wait bounds it.
+		limits.ReadyTimeout = wait
+	}
 	d := startDaemonWith(t, limits, g, labAgent(t, Home(t, cfg)))
 	id := d.create("")
 	s := d.sse(id)
