@@ -331,12 +331,12 @@ func TestPiKilledMidCommand(t *testing.T) {
 // A 1 MiB snapshot and a 200 KiB command result arrive whole while pi
 // streams text on the same stdout.
 func TestPiLargeLinesWhileStreaming(t *testing.T) {
-	words := make([]string, 300)
+	words := make([]string, 400)
 	for i := range words {
 		words[i] = fmt.Sprintf("w%d ", i)
 	}
 	srv := model(t, func(llmstub.Request) llmstub.Reply {
-		return llmstub.Reply{Events: llmstub.Stream(llmstub.Text(words...), llmstub.Finish("stop")), Delay: 2 * time.Millisecond}
+		return llmstub.Reply{Events: llmstub.Stream(llmstub.Text(words...), llmstub.Finish("stop")), Delay: 5 * time.Millisecond}
 	})
 	// A client's queue must hold a frame of the snapshot (1 MiB by default: this one is larger).
 	d, id, s := labSession(t, surfaced.Limits{}, Config{BaseURL: srv.URL}, gateway.Limits{QueueBytes: 8 << 20})
@@ -365,7 +365,15 @@ func TestPiLargeLinesWhileStreaming(t *testing.T) {
 	if blob := st.Data["value"].(map[string]any)["blob"].(string); len(blob) != snap || strings.Trim(blob, "b") != "" {
 		t.Fatalf("snapshot blob of %d bytes, want %d", len(blob), snap)
 	}
-	s.Wait(t, wait, "the turn's end", testkit.IsChat("finish"))
+	// (Wait above may have passed the turn's end by: look at everything seen.)
+	testkit.Eventually(t, wait, func() bool {
+		for _, e := range s.All() {
+			if testkit.IsChat("finish")(e) {
+				return true
+			}
+		}
+		return false
+	}, "the turn's end")
 	var text strings.Builder
 	for _, e := range s.All() {
 		if testkit.IsChat("text-delta")(e) {
