@@ -33,7 +33,7 @@ type artifactQueries struct {
 	blobOf, sessionForUpdate, sessionBytes, shareBlob, insertArt string
 	getArtifact, chunk, deleteArt, named, sweepable              string
 	list                                                         [4]string // by listByMedia | listAfter
-	sessionExists, sessionBlobs, endedSessions                   string
+	leaseForUpdate, sessionExists, sessionBlobs, endedSessions   string
 	initKey, validKeys, lockKeys, nextKeyID, retireKey           string
 	dropCurrentKey, dropExpiredKeys, insertKey                   string
 	deleteSession                                                []string
@@ -64,8 +64,11 @@ func newArtifactQueries(schema string) artifactQueries {
 		named:       "SELECT EXISTS (SELECT 1 FROM {s}.artifacts WHERE blob_id = $1)",
 		sweepable: `SELECT blob_id FROM {s}.artifact_blobs b WHERE created <= ` + nowMS + ` - $1
 			AND NOT EXISTS (SELECT 1 FROM {s}.artifacts a WHERE a.blob_id = b.blob_id)`,
-		sessionExists: "SELECT 1 FROM {s}.sessions WHERE id = $1 FOR UPDATE",
-		sessionBlobs:  "DELETE FROM {s}.artifacts WHERE session_id = $1 RETURNING blob_id",
+		// A purge locks the lease row before the session's (see the
+		// package's lock order): a fenced write holds the lease first.
+		leaseForUpdate: "SELECT 1 FROM {s}.leases WHERE session_id = $1 FOR UPDATE",
+		sessionExists:  "SELECT 1 FROM {s}.sessions WHERE id = $1 FOR UPDATE",
+		sessionBlobs:   "DELETE FROM {s}.artifacts WHERE session_id = $1 RETURNING blob_id",
 		deleteSession: []string{
 			"DELETE FROM {s}.transcript WHERE session_id = $1",
 			"DELETE FROM {s}.kv WHERE session_id = $1",
@@ -87,7 +90,7 @@ func newArtifactQueries(schema string) artifactQueries {
 	}
 	for _, p := range []*string{&q.newBlob, &q.insertChunk, &q.finishBlob, &q.dropBlob, &q.deleteBlob, &q.blobOf,
 		&q.sessionForUpdate, &q.sessionBytes, &q.shareBlob, &q.insertArt, &q.getArtifact, &q.chunk, &q.deleteArt,
-		&q.named, &q.sweepable, &q.sessionExists, &q.sessionBlobs, &q.endedSessions, &q.initKey, &q.validKeys, &q.lockKeys,
+		&q.named, &q.sweepable, &q.leaseForUpdate, &q.sessionExists, &q.sessionBlobs, &q.endedSessions, &q.initKey, &q.validKeys, &q.lockKeys,
 		&q.nextKeyID, &q.retireKey, &q.dropCurrentKey, &q.dropExpiredKeys, &q.insertKey} {
 		*p = replaceSchema(*p, schema)
 	}
@@ -515,6 +518,9 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	}
 	var blobs []int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.aq.leaseForUpdate, id); err != nil {
+			return err
+		}
 		var one int
 		if err := tx.QueryRow(ctx, s.aq.sessionExists, id).Scan(&one); errors.Is(err, pgx.ErrNoRows) {
 			return store.ErrNotFound

@@ -42,6 +42,18 @@
 // token and writes nothing. Unfenced writes are single statements too: one
 // round trip each.
 //
+// # Lock order
+//
+// Every transaction that locks more than one row of a session takes them
+// in one order, so that two of them never wait for each other: the
+// session's lease row, then its sessions row, then its other rows
+// (transcript, KV entries, artifacts). A fenced write share-locks the
+// lease, then writes the session row (an update, or the key-share lock of
+// the foreign key of a new row), then its rows; an unfenced KV write
+// key-share-locks the session before it touches a KV row; a commit of an
+// artifact locks the session, then the blob; DeleteSession locks the lease,
+// then the session, then deletes the rest.
+//
 // # Connections
 //
 // The DSN is pgx's: a URL or key=value string, with pgxpool's pool_*

@@ -125,7 +125,10 @@ func newQueries(schema string) queries {
 		transcript: `SELECT role, text, tool_call_id, tool_name, tool_args, tool_result, is_error, via, at, turn_id, prompt_id, attachment_ids
 			FROM {s}.transcript WHERE session_id = $1 ORDER BY seq`,
 
-		putKV: `WITH sess AS (SELECT id FROM {s}.sessions WHERE id = $1),
+		// The session is key-share locked before any KV row (see the
+		// package's lock order): a purge that holds the session's row never
+		// waits for a KV row this statement holds.
+		putKV: `WITH sess AS (SELECT id FROM {s}.sessions WHERE id = $1 FOR KEY SHARE),
 			ins AS (` + putSelect + `)
 			SELECT true, EXISTS (SELECT 1 FROM sess)`,
 		putKVFenced: "WITH " + fenceCTE("$6") + `,
@@ -140,7 +143,7 @@ func newQueries(schema string) queries {
 				FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::int8[], $5::bool[])
 					WITH ORDINALITY AS u(session_id, key, value, rev, deleted, ord)
 				ORDER BY session_id, key, rev DESC, ord),
-			sess AS (SELECT id FROM {s}.sessions WHERE id IN (SELECT session_id FROM e)),
+			sess AS (SELECT id FROM {s}.sessions WHERE id IN (SELECT session_id FROM e) ORDER BY id FOR KEY SHARE),
 			ins AS (INSERT INTO {s}.kv AS kv (session_id, key, value, rev, deleted)
 				SELECT e.session_id, e.key, e.value, e.rev, e.deleted FROM e JOIN sess ON sess.id = e.session_id
 				ORDER BY e.session_id, e.key
