@@ -89,6 +89,10 @@ var (
 	// given is not stored (any more): SweepBlobs collected it, or it was
 	// never written by this store.
 	ErrBlobGone = errors.New("store: the artifact's bytes are not stored")
+	// ErrSourceFailed is wrapped by WriteBlob's error when reading the
+	// bytes failed (the client went away, a file could not be read): the
+	// source's failure, not the store's. Nothing is kept.
+	ErrSourceFailed = errors.New("store: the bytes to store could not be read")
 )
 
 // ArtifactStore keeps artifacts: their bytes and their records. A Store
@@ -108,8 +112,9 @@ type ArtifactStore interface {
 	// WriteBlob copies r into the store while hashing it and returns the
 	// blob once it is durable. It reads at most max+1 bytes (max < 0: no
 	// bound): when r holds more than max it keeps nothing and fails with an
-	// error wrapping ErrTooLarge. An error of r is returned wrapped, and
-	// nothing is kept. Nothing is held in memory whole.
+	// error wrapping ErrTooLarge. An error of r is returned wrapped in
+	// ErrSourceFailed, and nothing is kept. Nothing is held in memory
+	// whole.
 	WriteBlob(ctx context.Context, r io.Reader, max int64) (Blob, error)
 	// CommitArtifact records a, whose bytes are b: a.Size and a.SHA256 are
 	// taken from b, a zero a.Created is now, a.Owner is ignored. It fails
@@ -307,7 +312,8 @@ func CheckSigningKey(secret []byte) error {
 
 // HashingReader reads from R and counts and hashes what it read, failing
 // with an error wrapping ErrTooLarge once more than Max bytes came (Max < 0:
-// no bound). Stores use it in WriteBlob.
+// no bound), and wrapping a failure of R in ErrSourceFailed. Stores use
+// it in WriteBlob.
 type HashingReader struct {
 	R   io.Reader
 	Max int64
@@ -336,7 +342,7 @@ func (h *HashingReader) Read(p []byte) (int, error) {
 		return n, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, h.Max)
 	}
 	if err != nil && err != io.EOF {
-		err = fmt.Errorf("read the artifact's bytes: %w", err)
+		err = fmt.Errorf("%w: %w", ErrSourceFailed, err)
 	}
 	return n, err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -84,6 +85,19 @@ type Op struct {
 // whose failure made it unavailable goes on trying within its window).
 // Callers check Available before they apply a change, so that a command is
 // refused at once, not queued behind a store that cannot take it.
+//
+// A failure or a stall seen across a stall of the process itself (the
+// stall watch firing, or an attempt ending, much later than it was due:
+// the process was stopped or starved, as a frozen node is until it wakes)
+// says nothing of the store: the writer probes the store first, on the
+// spot, and makes it unavailable only if the probe fails too. A node woken
+// from a freeze does not refuse its first changes for nothing.
+//
+// # Writes of the caller's own
+//
+// Do and DoStream run a write that is not an Op, on the caller's
+// goroutine, under the same health and outcomes: an artifact's record, the
+// deletion of an artifact or of a session, an artifact's bytes.
 type Writer struct {
 	store   Store
 	log     *slog.Logger
@@ -445,6 +459,12 @@ func (w *Writer) refusal(ww *writerWorker, op Op) error {
 			delete(ww.aborted, k)
 		}
 	}
+	return w.unavailable()
+}
+
+// unavailable is the refusal of a write while the store cannot be written;
+// nil when it can.
+func (w *Writer) unavailable() error {
 	if !w.up.Load() {
 		h := w.Health()
 		return fmt.Errorf("%w since %s: %v", ErrUnavailable, h.Since.Format(time.RFC3339Nano), h.Err)
@@ -521,9 +541,8 @@ func (w *Writer) try(op Op, what string, idempotent bool, write func(context.Con
 	backoff := 50 * time.Millisecond
 	unknown := false
 	for attempt := 1; ; attempt++ {
-		stall := w.clock.AfterFunc(w.stallAfter, func() {
-			w.markDown(fmt.Errorf("a %s write of session %s has been in flight for %s", what, op.SessionID, w.stallAfter), op)
-		})
+		start := w.clock.Now()
+		stall := w.watchStall(what, op)
 		err := write(ctx)
 		stall.Stop()
 		if err == nil {
@@ -534,7 +553,9 @@ func (w *Writer) try(op Op, what string, idempotent bool, write func(context.Con
 			unknown = true
 		}
 		if storeFailure(err) {
-			w.markDown(err, op)
+			// An attempt that ended long after its own deadline did not run
+			// all that time: the process was stopped meanwhile.
+			w.failed(err, op, w.clock.Now().Sub(start) > w.retry+AttemptGrace+w.stallAfter)
 		}
 		if !mayPass(err) || (!idempotent && unknown) || time.Now().Add(backoff).After(deadline) {
 			return settled(err, unknown)
@@ -570,20 +591,73 @@ func settled(err error, unknown bool) error {
 	return err
 }
 
+// ownAnswer reports whether a failed write was refused for what it is: the
+// store answered it, and would answer it the same way again. Such a
+// failure is not retried and says nothing of the store's health: a write
+// fenced, of a session or a blob that is not there, invalid, an id taken,
+// an artifact over its session's quota or its size limit, bytes whose
+// source failed, or a store closed.
+func ownAnswer(err error) bool {
+	for _, e := range [...]error{ErrFenced, ErrNotFound, ErrInvalid, ErrClosed, ErrExists,
+		ErrQuotaExceeded, ErrTooLarge, ErrBlobGone, ErrSourceFailed} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // mayPass reports whether a failed write may succeed if tried again: not
 // when the store refused it for what it is or for a full disk, nor when
 // the writer's own deadline passed.
 func mayPass(err error) bool {
-	return !errors.Is(err, ErrFenced) && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalid) &&
-		!errors.Is(err, ErrClosed) && !errors.Is(err, ErrExists) && !errors.Is(err, ErrFull) &&
+	return !ownAnswer(err) && !errors.Is(err, ErrFull) &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // storeFailure reports whether a failed write says the store cannot be
 // written (rather than that this write was wrong).
 func storeFailure(err error) bool {
-	return !errors.Is(err, ErrFenced) && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalid) &&
-		!errors.Is(err, ErrClosed) && !errors.Is(err, ErrExists) && !errors.Is(err, context.Canceled)
+	return !ownAnswer(err) && !errors.Is(err, context.Canceled)
+}
+
+// watchStall arms the stall watch of an attempt: in flight for stallAfter,
+// it makes the store unavailable, unless the watch fired so late that the
+// process itself did not run meanwhile (see failed).
+func (w *Writer) watchStall(what string, op Op) clock.Timer {
+	armed := w.clock.Now()
+	return w.clock.AfterFunc(w.stallAfter, func() {
+		late := w.clock.Now().Sub(armed) > 2*w.stallAfter
+		w.failed(fmt.Errorf("a %s write of session %s has been in flight for %s", what, op.SessionID, w.stallAfter), op, late)
+	})
+}
+
+// failed makes the store unavailable for cause, a failure or a stall of a
+// write of op. When the evidence spans a stall of the process (late), it
+// says nothing of the store: a probe is made first, here, and the store
+// stays available if it is answered.
+func (w *Writer) failed(cause error, op Op, late bool) {
+	if !w.up.Load() {
+		return
+	}
+	if late {
+		ctx, cancel := context.WithTimeout(w.life, w.probeTimeout)
+		err := w.store.UpdateSession(ctx, op.SessionID, op.Fence, SessionUpdate{})
+		cancel()
+		if answered(err) {
+			w.log.Warn("a store write failed or stalled across a stall of this process; the store answered a probe, so it stays available",
+				"session", op.SessionID, "cause", cause)
+			return
+		}
+		cause = fmt.Errorf("%w (and the probe made after this process stalled failed: %v)", cause, err)
+	}
+	w.markDown(cause, op)
+}
+
+// answered reports whether a probe's outcome says the store takes writes:
+// a missing session or a moved lease is the store's answer too.
+func answered(err error) bool {
+	return err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrFenced)
 }
 
 // markDown makes the store unavailable, and starts the probe.
@@ -656,9 +730,8 @@ func (w *Writer) probe() {
 		ctx, cancel := context.WithTimeout(w.life, w.probeTimeout)
 		err := w.store.UpdateSession(ctx, id, fence, SessionUpdate{})
 		cancel()
-		if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrFenced) {
-			// Answered: the store takes writes (a missing session or a
-			// moved lease is the store's answer too). One step, so that a
+		if answered(err) {
+			// Answered: the store takes writes. One step, so that a
 			// markDown right after finds no probe running and starts one.
 			w.hmu.Lock()
 			w.markUpLocked()
@@ -669,6 +742,166 @@ func (w *Writer) probe() {
 		w.log.Debug("store probe failed", "session", id, "err", err)
 		delay = min(2*delay, w.probeMax)
 	}
+}
+
+// Do runs write now, on the calling goroutine, under the writer's health
+// and outcomes (see Writer): while the store is unavailable it fails at
+// once, unsent, with an error wrapping ErrUnavailable; otherwise it is
+// tried, and tried again within RetryWindow while it fails for a reason
+// that may pass (after an attempt whose outcome is unknown only when
+// idempotent: a second attempt cannot apply it twice), each attempt
+// watched for a stall and bounded as an op's. Its error wraps
+// ErrOutcomeUnknown when it may have been applied; any other error means
+// it was not. The write's own answers (see ownAnswer: not found, exists,
+// over the quota, ...) come back as they are, neither retried nor taken
+// as the store's failure.
+//
+// sessionID is the session the write is of (the probe writes it if the
+// write makes the store unavailable); what names the write in logs. ctx
+// is checked before the first attempt only: an attempt in flight is not
+// abandoned for the caller (its outcome would become unknown); it ends
+// within RetryWindow + AttemptGrace whatever the store does.
+func (w *Writer) Do(ctx context.Context, sessionID, what string, idempotent bool, write func(ctx context.Context) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s of session %s: %w", what, sessionID, err)
+	}
+	if err := w.unavailable(); err != nil {
+		return fmt.Errorf("%s of session %s: %w", what, sessionID, err)
+	}
+	return w.try(Op{SessionID: sessionID}, what, idempotent, write)
+}
+
+// DoStream runs write, a write of the bytes it reads from src as it writes
+// them (an artifact's bytes), under the writer's health as Do does, with
+// two differences that the source makes: it is tried once (src is read
+// once), under ctx (its pace is src's, which may be a slow client's). The
+// time it spends in the store between two reads of src is watched as an
+// attempt is: StallAfter of it makes the store unavailable, and
+// RetryWindow + AttemptGrace of it ends the write (write's ctx is
+// canceled), so that a store that froze fails the write within the bound
+// of every other write. A failure of src (its Read's error) comes back
+// wrapping ErrSourceFailed, whatever the store made of it, and says
+// nothing of the store. Other errors are the store's: nothing of the
+// write is kept then (a blob is not an artifact until it is committed).
+func (w *Writer) DoStream(ctx context.Context, sessionID, what string, src io.Reader, write func(ctx context.Context, src io.Reader) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s of session %s: %w", what, sessionID, err)
+	}
+	if err := w.unavailable(); err != nil {
+		return fmt.Errorf("%s of session %s: %w", what, sessionID, err)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ts := &timedSource{r: src, w: w, what: what, op: Op{SessionID: sessionID}, cancel: cancel}
+	if w.inline {
+		ts.w = nil // an in-memory store: nothing to watch
+	}
+	ts.storeWorks()
+	err := write(ctx, ts)
+	ts.srcReads()
+	switch {
+	case err == nil:
+		w.markUp()
+		return nil
+	case ts.err != nil:
+		if errors.Is(err, ErrSourceFailed) {
+			return err
+		}
+		return fmt.Errorf("%w: %w (the store said: %v)", ErrSourceFailed, ts.err, err)
+	case errors.Is(context.Cause(ctx), errStoreTooSlow):
+		err = fmt.Errorf("%s of session %s: %w: %w", what, sessionID, errStoreTooSlow, err)
+	}
+	if storeFailure(err) && !w.inline {
+		w.failed(err, ts.op, false)
+	}
+	return err
+}
+
+// errStoreTooSlow ends a DoStream whose store took longer than an
+// attempt may between two reads of the source.
+var errStoreTooSlow = errors.New("the store did not take the bytes within the write's bound")
+
+// timedSource is a DoStream's source: while the write is not reading it,
+// the store is working, and that time is watched (see DoStream).
+type timedSource struct {
+	r      io.Reader
+	w      *Writer // nil: not watched
+	what   string
+	op     Op
+	cancel context.CancelCauseFunc
+	err    error // the source's failure
+
+	mu      sync.Mutex
+	timer   clock.Timer
+	stalled bool // the stall was reported in this stretch of store time
+}
+
+func (t *timedSource) Read(p []byte) (int, error) {
+	t.srcReads()
+	n, err := t.r.Read(p)
+	if err != nil && err != io.EOF && t.err == nil {
+		t.err = err
+	}
+	t.storeWorks()
+	return n, err
+}
+
+// srcReads stops the watch: the write waits for its source.
+func (t *timedSource) srcReads() {
+	if t.w == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
+	}
+	t.stalled = false
+}
+
+// storeWorks starts the watch: the store works until the next read.
+func (t *timedSource) storeWorks() {
+	if t.w == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.arm(t.w.stallAfter)
+}
+
+// arm sets the watch to fire in d; the caller holds mu.
+func (t *timedSource) arm(d time.Duration) {
+	armed := t.w.clock.Now()
+	var tm clock.Timer
+	tm = t.w.clock.AfterFunc(d, func() {
+		t.mu.Lock()
+		if t.timer != tm {
+			t.mu.Unlock()
+			return // stopped, or re-armed, meanwhile
+		}
+		late := t.w.clock.Now().Sub(armed) > 2*d
+		if !t.stalled {
+			// In the store for stallAfter: unavailable (after a probe when
+			// the process itself stalled); the write goes on until its
+			// bound.
+			t.stalled = true
+			t.arm(t.w.retry + AttemptGrace - t.w.stallAfter)
+			t.mu.Unlock()
+			t.w.failed(fmt.Errorf("a %s of session %s has been in the store for %s", t.what, t.op.SessionID, t.w.stallAfter), t.op, late)
+			return
+		}
+		if late {
+			// The process did not run: the store gets its bound again.
+			t.arm(t.w.retry + AttemptGrace)
+			t.mu.Unlock()
+			return
+		}
+		t.timer = nil
+		t.mu.Unlock()
+		t.cancel(errStoreTooSlow)
+	})
+	t.timer = tm
 }
 
 // FlushSession waits until every op of sessionID submitted before the call

@@ -215,7 +215,7 @@ func (s *Store) CommitArtifact(ctx context.Context, a store.Artifact, b store.Bl
 	}
 	a.Size, a.SHA256 = b.Size, b.SHA256
 	shared := mine
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		var owner []byte
 		if err := tx.QueryRow(ctx, s.aq.sessionForUpdate, a.SessionID).Scan(&owner); errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("session %q: %w", a.SessionID, store.ErrNotFound)
@@ -254,7 +254,7 @@ func (s *Store) CommitArtifact(ctx context.Context, a store.Artifact, b store.Bl
 		return err
 	})
 	if err != nil {
-		return store.Artifact{}, s.fail(ctx, op, a.ID, err)
+		return store.Artifact{}, s.failWrite(ctx, op, a.ID, err)
 	}
 	if shared != mine {
 		s.deleteBlob(ctx, mine)
@@ -455,7 +455,7 @@ func (s *Store) DeleteArtifact(ctx context.Context, id string) (store.Artifact, 
 	if err := s.pool.QueryRow(ctx, s.aq.deleteArt, id).Scan(&blobID); errors.Is(err, pgx.ErrNoRows) {
 		return store.Artifact{}, s.fail(ctx, op, id, store.ErrNotFound)
 	} else if err != nil {
-		return store.Artifact{}, s.fail(ctx, op, id, err)
+		return store.Artifact{}, s.failWrite(ctx, op, id, err)
 	}
 	s.deleteBlob(ctx, blobID)
 	return a, nil
@@ -517,7 +517,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		return s.fail(ctx, op, "", err)
 	}
 	var blobs []int64
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, s.aq.leaseForUpdate, id); err != nil {
 			return err
 		}
@@ -542,7 +542,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		return nil
 	})
 	if err != nil {
-		return s.fail(ctx, op, id, err)
+		return s.failWrite(ctx, op, id, err)
 	}
 	seen := map[int64]bool{}
 	for _, b := range blobs {

@@ -306,9 +306,16 @@ func unknownOutcome(err error) bool {
 	var pgErr *pgconn.PgError
 	var notSent *notSentError
 	var connect *pgconn.ConnectError
+	var rolled *rolledBack
 	switch {
 	case err == nil, errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrInvalid),
 		errors.Is(err, store.ErrExists), errors.Is(err, store.ErrClosed):
+		return false
+	case errors.Is(err, store.ErrQuotaExceeded), errors.Is(err, store.ErrBlobGone), errors.Is(err, store.ErrTooLarge),
+		errors.Is(err, store.ErrSourceFailed):
+		// The store's answer to what the write is: it rolled back.
+		return false
+	case errors.As(err, &rolled):
 		return false
 	case errors.As(err, &pgErr):
 		// Class 57 (operator intervention: admin or crash shutdown) and
@@ -320,6 +327,29 @@ func unknownOutcome(err error) bool {
 		return false
 	}
 	return !pgconn.SafeToRetry(err)
+}
+
+// rolledBack is a failure of a transaction before its commit was sent:
+// nothing of it was applied (it rolled back, or died with its connection).
+type rolledBack struct{ err error }
+
+func (e *rolledBack) Error() string { return e.err.Error() }
+func (e *rolledBack) Unwrap() error { return e.err }
+
+// inTx runs fn in a transaction and commits it. A failure before the
+// commit is sent comes back as rolledBack, which failWrite reads as not
+// applied, whatever it was (a lost connection too); only the commit's own
+// failure may leave the outcome unknown.
+func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return &rolledBack{err: err}
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback(ctx)
+		return &rolledBack{err: err}
+	}
+	return tx.Commit(ctx)
 }
 
 // begin checks what every call checks first: the store is open and ctx is

@@ -181,3 +181,29 @@ func TestPurgeWhileOtherNodesWrite(t *testing.T) {
 		}
 	}
 }
+
+// A failed write's outcome as the store classifies it: the store's own
+// answers (a quota, a blob gone, too large, the source failing) and
+// anything that failed before a transaction's commit was sent were not
+// applied; a statement sent whose answer never came may have been.
+func TestUnknownOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"over the quota", fmt.Errorf("commit: %w: 10 bytes stored, 5 more, quota 12", store.ErrQuotaExceeded), false},
+		{"the blob is gone", store.ErrBlobGone, false},
+		{"too large", fmt.Errorf("chunk 3: %w", store.ErrTooLarge), false},
+		{"the source failed", fmt.Errorf("%w: connection reset by peer", store.ErrSourceFailed), false},
+		{"a statement of a transaction before its commit", &rolledBack{err: errors.New("unexpected EOF")}, false},
+		{"not found", store.ErrNotFound, false},
+		{"the server's error for the statement", &pgconn.PgError{Code: "23505", Severity: "ERROR"}, false},
+		{"the server shutting down", &pgconn.PgError{Code: "57P01", Severity: "FATAL"}, true},
+		{"the connection lost with the statement sent", errors.New("unexpected EOF"), true},
+	} {
+		if got := unknownOutcome(tc.err); got != tc.want {
+			t.Errorf("%s (%v): unknown = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
+	}
+}

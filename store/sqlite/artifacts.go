@@ -108,7 +108,7 @@ func (s *Store) CommitArtifact(ctx context.Context, a store.Artifact, b store.Bl
 	})
 	if err != nil {
 		// The pin stays until the caller discards the blob (or pinTTL).
-		return store.Artifact{}, s.fail(op, a.ID, err)
+		return store.Artifact{}, s.failWrite(op, a.ID, err)
 	}
 	s.blobs.unpin(b.SHA256) // named now
 	if len(a.Meta) == 0 {
@@ -250,7 +250,7 @@ func (s *Store) DeleteArtifact(ctx context.Context, id string) (store.Artifact, 
 		return err
 	})
 	if err != nil {
-		return store.Artifact{}, s.fail(op, id, err)
+		return store.Artifact{}, s.failWrite(op, id, err)
 	}
 	if err := s.dropFile(ctx, a.SHA256); err != nil {
 		// The row is gone: the file is an orphan the sweep collects.
@@ -356,7 +356,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		return nil
 	})
 	if err != nil {
-		return s.fail(op, id, err)
+		return s.failWrite(op, id, err)
 	}
 	for _, sha := range shas {
 		if err := s.dropFile(ctx, sha); err != nil {

@@ -461,8 +461,8 @@ func (f *failingReader) Read(p []byte) (int, error) {
 func testArtifactReaderFails(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	boom := errors.New("connection reset by peer")
-	if _, err := s.WriteBlob(ctx, &failingReader{n: 2 << 20, err: boom}, -1); !errors.Is(err, boom) {
-		t.Errorf("WriteBlob from a failing reader: err = %v, want it wrapped", err)
+	if _, err := s.WriteBlob(ctx, &failingReader{n: 2 << 20, err: boom}, -1); !errors.Is(err, boom) || !errors.Is(err, store.ErrSourceFailed) {
+		t.Errorf("WriteBlob from a failing reader: err = %v, want it wrapped, with ErrSourceFailed", err)
 	}
 	if n, err := s.SweepBlobs(ctx, 0); err != nil || n != 0 {
 		t.Errorf("SweepBlobs after a failed write = %d, %v; want 0 (a failed write keeps nothing)", n, err)
@@ -490,8 +490,8 @@ func testArtifactQuota(t *testing.T, s store.Store) {
 	must(t, commit("q", write(600), 1000))
 	must(t, commit("q", write(400), 1000)) // exactly the quota
 	refused := write(1)
-	if err := commit("q", refused, 1000); !errors.Is(err, store.ErrQuotaExceeded) {
-		t.Errorf("a byte over the quota: err = %v, want ErrQuotaExceeded", err)
+	if err := commit("q", refused, 1000); !errors.Is(err, store.ErrQuotaExceeded) || errors.Is(err, store.ErrOutcomeUnknown) {
+		t.Errorf("a byte over the quota: err = %v, want ErrQuotaExceeded, a definite answer (not an unknown outcome)", err)
 	}
 	// A refused blob is discarded at once, not left for the sweep.
 	must(t, s.DiscardBlob(ctx, refused))
