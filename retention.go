@@ -58,19 +58,38 @@ var ErrSessionNotFound = errors.New("no such session")
 // (its clients get end{reason:"deleted"}), the writes it queued land, then
 // the store deletes its rows and its artifacts. It does not check who asks:
 // the caller did. ErrSessionNotFound when there is no such session.
+//
+// The deletion is a write like any other (store.Writer.Do): while the
+// store cannot be written the purge is refused before anything happens,
+// with an error wrapping store.ErrUnavailable; a deletion the store did
+// not take wraps it too (the session was not deleted; a live one has
+// stopped, and wakes at its next request); one whose answer never came
+// wraps store.ErrOutcomeUnknown.
 func (r *Runtime) PurgeSession(ctx context.Context, id string) error {
+	if !r.writer.Available() {
+		return fmt.Errorf("purge session %s: %w", id, store.ErrUnavailable)
+	}
 	if err := r.stopForPurge(ctx, id); err != nil {
 		return err
 	}
 	if err := r.writer.FlushSession(ctx, id); err != nil {
 		return fmt.Errorf("purge session %s: flush its writes: %w", id, err)
 	}
-	err := r.cfg.Store.DeleteSession(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
+	// Idempotent: an attempt after one whose answer was lost deletes the
+	// session, or finds it gone.
+	err := r.writer.Do(ctx, id, "session purge", true, func(c context.Context) error {
+		return r.cfg.Store.DeleteSession(c, id)
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound) && errors.Is(err, store.ErrOutcomeUnknown):
+		// Gone after an attempt whose answer was lost: deleted.
+	case errors.Is(err, store.ErrNotFound):
 		return ErrSessionNotFound
-	}
-	if err != nil {
+	case errors.Is(err, store.ErrOutcomeUnknown), errors.Is(err, store.ErrUnavailable):
 		return fmt.Errorf("purge session %s: %w", id, err)
+	case err != nil:
+		// Not deleted: the store could not take it.
+		return fmt.Errorf("purge session %s: %w: %w", id, store.ErrUnavailable, err)
 	}
 	// A request that woke the session between the stop and the delete
 	// found its rows; it stops now (a later one finds none).

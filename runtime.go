@@ -198,15 +198,17 @@ func New(cfg Config) (*Runtime, error) {
 	if r.clock == nil {
 		r.clock = clock.Real{}
 	}
+	r.writer = store.NewWriter(cfg.Store, cfg.StoreWorkers, log)
 	actx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	arts, err := artifact.New(actx, artifact.Config{Store: cfg.Store, Limits: cfg.Artifacts, Clock: r.clock, Logger: log,
+	arts, err := artifact.New(actx, artifact.Config{Store: cfg.Store, Writer: r.writer, Limits: cfg.Artifacts, Clock: r.clock, Logger: log,
 		Notify: r.notifyArtifact})
 	cancel()
 	if err != nil {
+		r.writer.Close()
+		tracker.Close(context.Background())
 		return nil, fmt.Errorf("surfaced: %w", err)
 	}
 	r.arts = arts
-	r.writer = store.NewWriter(cfg.Store, cfg.StoreWorkers, log)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "surfaced_store_available", Help: "1 while the store can be written; 0 while changes are refused (store_unavailable).",
 	}, func() float64 {

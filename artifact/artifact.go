@@ -117,7 +117,11 @@ func (l Limits) withDefaults() Limits {
 }
 
 // Errors. Every error of a Service wraps one of these, a *FieldError, or
-// the store's error (a store that failed).
+// the store's: store.ErrUnavailable (the store could not be read or
+// written now; nothing changed, try again) or store.ErrOutcomeUnknown (a
+// change was sent to the store and its answer never came: it may or may
+// not have been made). A Put's reader's failure comes back wrapped in
+// store.ErrSourceFailed.
 var (
 	// ErrNotFound: no such artifact in the session, or no such session (a
 	// foreign session is missing too, see Service.Session).
@@ -157,7 +161,16 @@ func fieldErr(field, format string, args ...any) error {
 
 // Config configures a Service. Store is required.
 type Config struct {
-	Store  store.Store
+	Store store.Store
+	// Writer, when set, runs the Service's writes (an artifact's bytes and
+	// record, a delete) under the daemon's promise about the store, as
+	// every other write (store.Writer.Do, DoStream): refused at once while
+	// the store cannot be written (an error wrapping store.ErrUnavailable),
+	// tried again within the retry window, their outcome known within it
+	// (store.ErrOutcomeUnknown when it is not), and their failures and
+	// stalls telling the writer's health. It must write to Store. Nil: the
+	// writes go straight to Store (a test, an embedding without a writer).
+	Writer *store.Writer
 	Limits Limits
 	// Clock tells the time of signatures and runs the key refresh (nil:
 	// the wall clock).
@@ -174,6 +187,7 @@ type Config struct {
 // Service is the artifacts of a daemon. It is safe for concurrent use.
 type Service struct {
 	st     store.Store
+	w      *store.Writer
 	lim    Limits
 	clock  clock.Clock
 	log    *slog.Logger
@@ -194,7 +208,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("artifact: Config.Store is required")
 	}
-	s := &Service{st: cfg.Store, lim: cfg.Limits.withDefaults(), clock: cfg.Clock, log: cfg.Logger, notify: cfg.Notify}
+	s := &Service{st: cfg.Store, w: cfg.Writer, lim: cfg.Limits.withDefaults(), clock: cfg.Clock, log: cfg.Logger, notify: cfg.Notify}
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}
@@ -244,13 +258,8 @@ func (s *Service) refresh() {
 // Session returns the session if subject owns it; ErrNotFound when it does
 // not exist or someone else owns it (the same answer, as for sessions).
 func (s *Service) Session(ctx context.Context, sessionID, subject string) (store.Session, error) {
-	if store.CheckSessionID(sessionID) != nil {
-		return store.Session{}, ErrNotFound
-	}
-	sess, err := s.st.GetSession(ctx, sessionID)
+	sess, err := s.session(ctx, sessionID)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return store.Session{}, ErrNotFound
 	case err != nil:
 		return store.Session{}, err
 	case sess.Owner != subject:
@@ -259,16 +268,28 @@ func (s *Service) Session(ctx context.Context, sessionID, subject string) (store
 	return sess, nil
 }
 
+// session reads the session's record; ErrNotFound when there is none.
+func (s *Service) session(ctx context.Context, sessionID string) (store.Session, error) {
+	if store.CheckSessionID(sessionID) != nil {
+		return store.Session{}, ErrNotFound
+	}
+	c, cancel := s.readCtx(ctx)
+	defer cancel()
+	sess, err := s.st.GetSession(c, sessionID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Session{}, ErrNotFound
+	case err != nil:
+		return store.Session{}, readFailed("read session "+sessionID, err)
+	}
+	return sess, nil
+}
+
 // Get returns the session's artifact id; ErrNotFound when there is none,
 // or it belongs to another session.
 func (s *Service) Get(ctx context.Context, sessionID, id string) (Artifact, error) {
-	if _, ok := ParseID(id); !ok {
-		return Artifact{}, ErrNotFound
-	}
-	a, err := s.st.GetArtifact(ctx, id)
+	a, err := s.Lookup(ctx, id)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return Artifact{}, ErrNotFound
 	case err != nil:
 		return Artifact{}, err
 	case a.SessionID != sessionID:
@@ -284,11 +305,16 @@ func (s *Service) Lookup(ctx context.Context, id string) (Artifact, error) {
 	if _, ok := ParseID(id); !ok {
 		return Artifact{}, ErrNotFound
 	}
-	a, err := s.st.GetArtifact(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
+	c, cancel := s.readCtx(ctx)
+	defer cancel()
+	a, err := s.st.GetArtifact(c, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		return Artifact{}, ErrNotFound
+	case err != nil:
+		return Artifact{}, readFailed("read artifact "+id, err)
 	}
-	return a, err
+	return a, nil
 }
 
 // Open returns the artifact id of any session and a reader of its bytes
@@ -298,11 +324,15 @@ func (s *Service) Open(ctx context.Context, id string) (Artifact, store.Artifact
 	if _, ok := ParseID(id); !ok {
 		return Artifact{}, nil, ErrNotFound
 	}
+	// The reader reads with ctx (a chunk at a time): not bounded here.
 	a, r, err := s.st.OpenArtifact(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		return Artifact{}, nil, ErrNotFound
+	case err != nil:
+		return Artifact{}, nil, readFailed("open artifact "+id, err)
 	}
-	return a, r, err
+	return a, r, nil
 }
 
 // Query selects a page of a session's artifacts, newest first.
@@ -321,32 +351,54 @@ func (s *Service) List(ctx context.Context, sessionID string, q Query) ([]Artifa
 	if _, err := store.ParseMediaFilter(q.MediaType); err != nil {
 		return nil, "", fieldErr("mediaType", "mediaType must be type/subtype or type/*, like image/png or image/*")
 	}
-	page, next, err := s.st.ListArtifacts(ctx, store.ArtifactQuery{SessionID: sessionID, MediaType: q.MediaType, Cursor: q.Cursor, Limit: q.Limit})
-	if errors.Is(err, store.ErrBadCursor) {
+	c, cancel := s.readCtx(ctx)
+	defer cancel()
+	page, next, err := s.st.ListArtifacts(c, store.ArtifactQuery{SessionID: sessionID, MediaType: q.MediaType, Cursor: q.Cursor, Limit: q.Limit})
+	switch {
+	case errors.Is(err, store.ErrBadCursor):
 		return nil, "", fieldErr("cursor", "cursor is not one this server gave out")
+	case err != nil:
+		return nil, "", readFailed("list the artifacts of session "+sessionID, err)
 	}
-	return page, next, err
+	return page, next, nil
 }
 
 // Usage is the number of bytes the session's artifacts hold (what its
 // quota counts).
 func (s *Service) Usage(ctx context.Context, sessionID string) (int64, error) {
-	return s.st.ArtifactBytes(ctx, sessionID)
+	c, cancel := s.readCtx(ctx)
+	defer cancel()
+	n, err := s.st.ArtifactBytes(c, sessionID)
+	if err != nil {
+		return 0, readFailed("the bytes of session "+sessionID, err)
+	}
+	return n, nil
 }
 
 // Delete deletes the session's artifact id and tells the session; later
 // reads of it find nothing. ErrNotFound when the session has no such
-// artifact.
+// artifact. A delete the store did not take is an error wrapping
+// store.ErrUnavailable (the artifact is still there); one whose outcome
+// is unknown, store.ErrOutcomeUnknown.
 func (s *Service) Delete(ctx context.Context, sessionID, id string) (Artifact, error) {
-	if _, err := s.Get(ctx, sessionID, id); err != nil {
-		return Artifact{}, err
-	}
-	a, err := s.st.DeleteArtifact(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return Artifact{}, ErrNotFound // deleted meanwhile
-	}
+	a, err := s.Get(ctx, sessionID, id)
 	if err != nil {
 		return Artifact{}, err
+	}
+	// Idempotent: an attempt after one whose outcome is unknown finds the
+	// artifact, or finds it gone.
+	err = s.write(ctx, sessionID, "artifact delete", true, func(c context.Context) error {
+		_, err := s.st.DeleteArtifact(c, id)
+		return err
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound) && errors.Is(err, store.ErrOutcomeUnknown):
+		// An attempt whose answer was lost, then not found: it is gone,
+		// which is what the caller asked for.
+	case errors.Is(err, store.ErrNotFound):
+		return Artifact{}, ErrNotFound // deleted meanwhile
+	case err != nil:
+		return Artifact{}, writeFailed("delete "+id, err)
 	}
 	s.log.Info("artifact deleted", "session", sessionID, "artifact", id)
 	s.tell(ctx, sessionID, pb.ArtifactDeleted, a)

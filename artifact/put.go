@@ -41,8 +41,11 @@ type PutOptions struct {
 // Put stores the bytes of r as a new artifact of the session and tells the
 // session. The bytes stream through: never held whole, refused as soon as
 // they pass the limit. Errors: ErrNotFound (no such session),
-// ErrSessionEnded, ErrTooLarge, ErrQuotaExceeded, a *FieldError, or the
-// reader's error (wrapped).
+// ErrSessionEnded, ErrTooLarge, ErrQuotaExceeded, a *FieldError, the
+// reader's error (wrapped in store.ErrSourceFailed), or the store's:
+// store.ErrUnavailable (nothing was put; refused at once, before a byte
+// is read, while the store cannot be written) or store.ErrOutcomeUnknown
+// (the record was sent and its answer never came: the artifact may exist).
 func (s *Service) Put(ctx context.Context, sessionID string, r io.Reader, o PutOptions) (Artifact, error) {
 	a := Artifact{ID: NewID(), SessionID: sessionID, Name: o.Name, DerivedFrom: o.DerivedFrom}
 	var err error
@@ -55,13 +58,12 @@ func (s *Service) Put(ctx context.Context, sessionID string, r io.Reader, o PutO
 	if a.Meta, err = CheckMeta(o.Meta); err != nil {
 		return Artifact{}, err
 	}
-	if store.CheckSessionID(sessionID) != nil {
-		return Artifact{}, ErrNotFound
+	if s.w != nil && !s.w.Available() {
+		// Refused before anything is read, the client's bytes included.
+		return Artifact{}, fmt.Errorf("artifact: put into session %s: %w", sessionID, store.ErrUnavailable)
 	}
-	sess, err := s.st.GetSession(ctx, sessionID)
+	sess, err := s.session(ctx, sessionID)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return Artifact{}, ErrNotFound
 	case err != nil:
 		return Artifact{}, err
 	case sess.Status == store.StatusEnded:
@@ -79,7 +81,7 @@ func (s *Service) Put(ctx context.Context, sessionID string, r io.Reader, o PutO
 		return Artifact{}, s.tooLarge(o.Size)
 	}
 	if o.Size > 0 {
-		used, err := s.st.ArtifactBytes(ctx, sessionID)
+		used, err := s.Usage(ctx, sessionID)
 		if err != nil {
 			return Artifact{}, err
 		}
@@ -87,28 +89,40 @@ func (s *Service) Put(ctx context.Context, sessionID string, r io.Reader, o PutO
 			return Artifact{}, s.overQuota(used, o.Size)
 		}
 	}
-	b, err := s.st.WriteBlob(ctx, r, s.lim.MaxBytes)
-	if errors.Is(err, store.ErrTooLarge) {
+	b, err := s.writeBlob(ctx, sessionID, r)
+	switch {
+	case errors.Is(err, store.ErrTooLarge):
 		return Artifact{}, s.tooLarge(-1)
+	case errors.Is(err, store.ErrSourceFailed), errors.Is(err, context.Canceled):
+		// The reader's failure (the client went away), not the store's.
+		return Artifact{}, fmt.Errorf("artifact: read the bytes: %w", err)
+	case err != nil:
+		// No record names the bytes: nothing was put.
+		return Artifact{}, writeFailed("store the bytes", err)
 	}
+	// Not idempotent: an attempt after one whose outcome is unknown could
+	// find the first's record, or count its bytes against the quota.
+	var rec Artifact
+	err = s.write(ctx, sessionID, "artifact record", false, func(c context.Context) error {
+		var err error
+		rec, err = s.st.CommitArtifact(c, a, b, s.lim.SessionBytes)
+		return err
+	})
 	if err != nil {
-		return Artifact{}, fmt.Errorf("artifact: store the bytes: %w", err)
-	}
-	a, err = s.st.CommitArtifact(ctx, a, b, s.lim.SessionBytes)
-	if err != nil {
-		if derr := s.st.DiscardBlob(context.WithoutCancel(ctx), b); derr != nil {
-			s.log.Warn("the bytes of a refused artifact could not be discarded; the sweep will", "session", sessionID, "err", derr)
-		}
+		s.discard(ctx, sessionID, b)
 	}
 	switch {
 	case errors.Is(err, store.ErrQuotaExceeded):
-		used, _ := s.st.ArtifactBytes(ctx, sessionID)
+		used, _ := s.Usage(ctx, sessionID)
 		return Artifact{}, s.overQuota(used, b.Size)
 	case errors.Is(err, store.ErrNotFound):
 		return Artifact{}, ErrNotFound // deleted meanwhile
-	case err != nil:
+	case errors.Is(err, store.ErrBlobGone), errors.Is(err, store.ErrExists), errors.Is(err, store.ErrInvalid):
 		return Artifact{}, fmt.Errorf("artifact: record %s: %w", a.ID, err)
+	case err != nil:
+		return Artifact{}, writeFailed("record "+a.ID, err)
 	}
+	a = rec
 	s.log.Info("artifact added", "session", sessionID, "artifact", a.ID, "mediaType", a.MediaType, "size", a.Size)
 	s.tell(ctx, sessionID, pb.ArtifactAdded, a)
 	return a, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/identity"
 	"github.com/surfaced/surfaced/internal/wire"
+	"github.com/surfaced/surfaced/store"
 )
 
 // The artifact routes: a thin translation of HTTP to artifact.Service.
@@ -150,10 +151,10 @@ func (s *Server) putArtifact(c echo.Context) error {
 			}
 			return ae
 		}
-		if body.err != nil {
+		if body.err != nil || errors.Is(err, store.ErrSourceFailed) {
 			return apiErr(http.StatusBadRequest, codes.BadBody, "the request body could not be read to its end")
 		}
-		return err
+		return err // the store's: 503 store_unavailable or 504 outcome_unknown (errorHandler)
 	}
 	url, _ := s.rt.Artifacts().URL(a.ID, 0)
 	return c.JSON(http.StatusCreated, map[string]any{"artifact": artifactJSON(a), "url": url})

@@ -15,6 +15,7 @@ import (
 
 	proc "github.com/surfaced/surfaced/agentproc"
 	"github.com/surfaced/surfaced/artifact"
+	"github.com/surfaced/surfaced/store"
 )
 
 // maxArtifactOps bounds the artifact lines of one session that run at once;
@@ -339,6 +340,10 @@ func artifactError(err error) *proc.ErrorBody {
 		return &proc.ErrorBody{Code: proc.CodeQuotaExceeded, Message: err.Error()}
 	case errors.Is(err, artifact.ErrSessionEnded):
 		return &proc.ErrorBody{Code: proc.CodeSessionEnded, Message: "the session has ended"}
+	case errors.Is(err, store.ErrOutcomeUnknown):
+		return &proc.ErrorBody{Code: proc.CodeOutcomeUnknown, Message: "the store did not answer in time: the change may or may not have been made"}
+	case errors.Is(err, store.ErrUnavailable):
+		return &proc.ErrorBody{Code: proc.CodeStoreUnavailable, Message: "the store cannot be used now; nothing was changed, try again"}
 	case errors.Is(err, context.Canceled):
 		return &proc.ErrorBody{Code: proc.CodeUnavailable, Message: "the session is stopping"}
 	}

@@ -511,12 +511,14 @@ func newDaemonEnv(t *testing.T, bin, dsn, dataDir string) *env {
 }
 
 // PostgreSQL frozen (SIGSTOP) and stopped (an immediate shutdown) for 10 s
-// while a native and an agent-hosted domain take increments every 50 ms:
-// /readyz says not ready, commands are refused at once, and once the store
-// is back the daemon is ready and acknowledges again without a restart.
-// Then the fault again, the daemon killed (SIGKILL) during it, the store
-// back, the daemon restarted: every acknowledged increment is in the
-// restored state, no refused one is.
+// while a native and an agent-hosted domain take increments every 50 ms
+// and artifacts are uploaded every 100 ms: /readyz says not ready, commands
+// and uploads are refused (503 store_unavailable, never 500), and so are an
+// artifact's delete and a session's purge, which did not happen; once the
+// store is back the daemon is ready and acknowledges again without a
+// restart. Then the fault again, the daemon killed (SIGKILL) during it, the
+// store back, the daemon restarted: every acknowledged increment is in the
+// restored state and every upload answered 201 is kept, no refused one is.
 func TestAcknowledgedCommandsSurvivePostgresOutages(t *testing.T) {
 	for _, fault := range []struct {
 		name          string
@@ -530,24 +532,30 @@ func TestAcknowledgedCommandsSurvivePostgresOutages(t *testing.T) {
 			e := newDaemonEnv(t, "./internal/testkit/counterd", dsn, "")
 			daemon := e.start(0)
 			id := daemon.create(t)
+			other := daemon.create(t)
 			waitReady(t, daemon, id, "demo", "counter")
+			att := putArtifact(t, daemon, id, "kept")
 			via := func() *node { return e.nodes[0] }
 			native := commands(t, via, id, "counter", "add", 50*time.Millisecond)
 			hosted := commands(t, via, id, "demo", "increment", 50*time.Millisecond)
+			ups := uploads(t, via, id, 100*time.Millisecond)
 			defer native.end()
 			defer hosted.end()
-			waitAcks(t, 10, native, hosted)
+			defer ups.end()
+			waitAcks(t, 10, native, hosted, ups.stream)
 
 			if err := fault.break_(srv); err != nil {
 				t.Fatal(err)
 			}
 			waitNotReady(t, daemon)
-			hold(t, 10*time.Second, native, hosted)
+			refusedWhileDown(t, daemon, id, att, other)
+			hold(t, 10*time.Second, native, hosted, ups.stream)
 			if err := fault.mend_(srv); err != nil {
 				t.Fatal(err)
 			}
 			waitReadyz(t, daemon)
-			waitAcks(t, 5, native, hosted)
+			waitAcks(t, 5, native, hosted, ups.stream)
+			stillThere(t, daemon, id, att, other)
 			for _, s := range []*stream{native, hosted} {
 				if !s.retry {
 					t.Errorf("%s: no refusal carried Retry-After", s.name)
@@ -562,6 +570,7 @@ func TestAcknowledgedCommandsSurvivePostgresOutages(t *testing.T) {
 			daemon.kill9()
 			native.end()
 			hosted.end()
+			ups.end()
 			if err := fault.mend_(srv); err != nil {
 				t.Fatal(err)
 			}
@@ -569,6 +578,7 @@ func TestAcknowledgedCommandsSurvivePostgresOutages(t *testing.T) {
 			c := counts(t, daemon, id)
 			checkCommands(t, native, c["counter"])
 			checkCommands(t, hosted, c["demo"])
+			checkUploads(t, ups, daemon, id)
 			// The restored session goes on from there.
 			waitReady(t, daemon, id, "demo", "counter")
 			if st, out, _, err := call(daemon, "POST", "/api/sessions/"+id+"/surfaces/counter/add", nil); st != 200 || err != nil || out["ok"] != true {
@@ -581,33 +591,40 @@ func TestAcknowledgedCommandsSurvivePostgresOutages(t *testing.T) {
 }
 
 // Another process holds the SQLite store's write lock for 10 s while
-// commands, prompts and state writes stream to the daemon (SQLITE_BUSY after the busy
-// timeout): refused at once once the daemon knows, /readyz 503, ready
-// again after the lock is released without a restart; then the lock again
-// and a crash during it: every acknowledged command and every prompt
-// answered 202 survive, nothing refused is there.
+// commands, prompts, state writes and uploads stream to the daemon
+// (SQLITE_BUSY after the busy timeout): refused at once once the daemon
+// knows (an artifact's delete and a session's purge too), /readyz 503,
+// ready again after the lock is released without a restart; then the lock
+// again and a crash during it: every acknowledged command, prompt answered
+// 202 and upload answered 201 survives, nothing refused is there.
 func TestAcknowledgedSurviveAnotherProcessHoldingSQLitesLock(t *testing.T) {
 	dir := t.TempDir()
 	e := newDaemonEnv(t, "./cmd/surfaced", "", dir)
 	daemon := e.start(0)
 	id := daemon.create(t)
+	other := daemon.create(t)
 	waitReady(t, daemon, id, "demo")
+	att := putArtifact(t, daemon, id, "kept")
 	via := func() *node { return e.nodes[0] }
 	hosted := commands(t, via, id, "demo", "increment", 50*time.Millisecond)
 	asks := prompts(t, via, id, 100*time.Millisecond)
 	prefs := states(t, via, id, "ui.n", 100*time.Millisecond)
+	ups := uploads(t, via, id, 100*time.Millisecond)
 	defer hosted.end()
 	defer asks.end()
 	defer prefs.end()
-	waitAcks(t, 10, hosted, asks, prefs)
+	defer ups.end()
+	waitAcks(t, 10, hosted, asks, prefs, ups.stream)
 
 	db := filepath.Join(dir, "surfaced.db")
 	release := testkit.LockSQLite(t, db)
 	waitNotReady(t, daemon)
-	hold(t, 10*time.Second, hosted, asks, prefs)
+	refusedWhileDown(t, daemon, id, att, other)
+	hold(t, 10*time.Second, hosted, asks, prefs, ups.stream)
 	release()
 	waitReadyz(t, daemon)
-	waitAcks(t, 5, hosted, asks, prefs)
+	waitAcks(t, 5, hosted, asks, prefs, ups.stream)
+	stillThere(t, daemon, id, att, other)
 
 	release = testkit.LockSQLite(t, db)
 	waitNotReady(t, daemon)
@@ -615,19 +632,23 @@ func TestAcknowledgedSurviveAnotherProcessHoldingSQLitesLock(t *testing.T) {
 	hosted.end()
 	asks.end()
 	prefs.end()
+	ups.end()
 	release()
 	daemon = e.start(0)
 	checkCommands(t, hosted, counts(t, daemon, id)["demo"])
 	checkPrompts(t, asks, daemon, id)
 	checkState(t, prefs, daemon, id, "ui.n")
+	checkUploads(t, ups, daemon, id)
 }
 
-// The data directory's filesystem fills up while commands and prompts
-// stream (SQLITE_FULL): nothing is acknowledged that is not kept; the
-// daemon is not ready until space is freed, then ready again without a
-// restart; full again, a crash, space freed, a restart: every acknowledged
-// command and every prompt answered 202 survive. It mounts a small tmpfs
-// (root only).
+// The data directory's filesystem fills up while commands, prompts and
+// uploads stream (SQLITE_FULL, ENOSPC for an artifact's file): nothing is
+// acknowledged that is not kept, an upload is refused 503 store_unavailable
+// (never 500), an artifact's delete and a session's purge too; the daemon
+// is not ready until space is freed, then ready again without a restart;
+// full again, a crash, space freed, a restart: every acknowledged command,
+// prompt answered 202 and upload answered 201 survives. It mounts a small
+// tmpfs (root only).
 func TestAcknowledgedSurviveAFullDisk(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a small filesystem needs root")
@@ -644,35 +665,43 @@ func TestAcknowledgedSurviveAFullDisk(t *testing.T) {
 	e := newDaemonEnv(t, "./cmd/surfaced", "", dir)
 	daemon := e.start(0)
 	id := daemon.create(t)
+	other := daemon.create(t)
 	waitReady(t, daemon, id, "demo")
+	att := putArtifact(t, daemon, id, "kept")
 	via := func() *node { return e.nodes[0] }
 	hosted := commands(t, via, id, "demo", "increment", 50*time.Millisecond)
 	asks := prompts(t, via, id, 100*time.Millisecond)
+	ups := uploads(t, via, id, 200*time.Millisecond)
 	defer hosted.end()
 	defer asks.end()
-	waitAcks(t, 10, hosted, asks)
+	defer ups.end()
+	waitAcks(t, 10, hosted, asks, ups.stream)
 
 	filler := filepath.Join(dir, "filler")
 	fillUp(t, filler)
 	waitNotReady(t, daemon)
-	hold(t, 3*time.Second, hosted, asks)
+	refusedWhileDown(t, daemon, id, att, other)
+	hold(t, 3*time.Second, hosted, asks, ups.stream)
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
 	waitReadyz(t, daemon)
-	waitAcks(t, 5, hosted, asks)
+	waitAcks(t, 5, hosted, asks, ups.stream)
+	stillThere(t, daemon, id, att, other)
 
 	fillUp(t, filler)
 	waitNotReady(t, daemon)
 	daemon.kill9()
 	hosted.end()
 	asks.end()
+	ups.end()
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
 	daemon = e.start(0)
 	checkCommands(t, hosted, counts(t, daemon, id)["demo"])
 	checkPrompts(t, asks, daemon, id)
+	checkUploads(t, ups, daemon, id)
 }
 
 // fillUp writes path until the filesystem is full.
