@@ -96,8 +96,27 @@ func (r *Runtime) PurgeSession(ctx context.Context, id string) error {
 	if err := r.stopForPurge(ctx, id); err != nil {
 		r.log.Warn("a session woken while it was purged did not stop", "session", id, "err", err)
 	}
+	r.forgetPurged(ctx, id)
 	r.log.Info("session deleted", "session", id)
 	return nil
+}
+
+// forgetPurged makes every member of a cluster forget its route to the
+// purged session's grain, and its owner, before the purge answers: the
+// next request about it, through any node, reads the store and answers not
+// found, rather than asking a grain that is gone (a request caught in a
+// stopping grain's mailbox is dropped, and waits out its deadline).
+func (r *Runtime) forgetPurged(ctx context.Context, id string) {
+	r.swap.RLock()
+	n := r.node
+	r.swap.RUnlock()
+	if n == nil {
+		return
+	}
+	if err := n.dir.Forget(ctx, id); err != nil {
+		r.log.Warn("purge: members that did not answer may route a request about the purged session to its gone grain once",
+			"session", id, "err", err)
+	}
 }
 
 // stopForPurge stops the session's actor for a purge: on one node the live

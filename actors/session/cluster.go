@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/surfaced/surfaced/actors/dispatch"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
@@ -57,6 +58,7 @@ type Cluster struct {
 	members []string                 // addresses of the members in the topology now
 	owners  *cluster.Rendezvous      // places sessions on those members
 	sub     *eventstreamSub
+	member  *actor.PID // this member's directory actor (MemberActorName)
 
 	closed    chan struct{} // closed by Close
 	closeOnce sync.Once
@@ -91,6 +93,11 @@ func NewCluster(c *cluster.Cluster, st store.Store, log *slog.Logger) *Cluster {
 		}
 	})
 	d.sub = &eventstreamSub{unsubscribe: func() { es.Unsubscribe(s) }}
+	pid, err := c.ActorSystem.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return memberActor{d: d} }), MemberActorName)
+	if err != nil {
+		log.Error("the session directory's member actor did not start: other members cannot ask this one", "err", err)
+	}
+	d.member = pid
 	// The member has started: its first topology may have been published
 	// before the subscription. A topology that came since is newer.
 	d.mu.Lock()
@@ -147,8 +154,120 @@ func addresses(ms []*cluster.Member) []string {
 func (d *Cluster) Close() {
 	d.closeOnce.Do(func() {
 		d.sub.unsubscribe()
+		if d.member != nil {
+			d.c.ActorSystem.Root.Stop(d.member)
+		}
 		close(d.closed)
 	})
+}
+
+// MemberActorName is the name of each member's directory actor, which
+// answers the other members about the sessions (ForgetSession,
+// PlaceSession).
+const MemberActorName = "session-directory"
+
+// memberActor is a member's directory actor: it routes the other members'
+// questions to its directory. The questions come wrapped in
+// google.protobuf.Any (see ask).
+type memberActor struct{ d *Cluster }
+
+func (m memberActor) Receive(ctx actor.Context) {
+	a, ok := ctx.Message().(*anypb.Any)
+	if !ok {
+		return
+	}
+	inner, err := a.UnmarshalNew()
+	if err != nil {
+		m.d.log.Warn("a member asked this one something it does not know", "type", a.GetTypeUrl(), "err", err)
+		return
+	}
+	switch msg := inner.(type) {
+	case *pb.ForgetSession:
+		m.d.forget(msg.GetSessionId())
+		ctx.Respond(&pb.ForgetSessionResult{})
+	case *pb.PlaceSession:
+		ctx.Respond(&pb.PlaceSessionResult{Owner: m.d.Owner(msg.GetSessionId())})
+	}
+}
+
+// forget drops what this member caches about session id: the route to its
+// grain and its owner.
+func (d *Cluster) forget(id string) {
+	d.c.PidCache.Remove(id, GrainKind)
+	d.subjects.forget(id)
+}
+
+// askTimeout bounds a question to another member when the caller's
+// context does not end sooner: a member that does not answer by then (it
+// is frozen, cut off, or runs a binary without the directory actor) is
+// not waited for.
+const askTimeout = 2 * time.Second
+
+// ask sends msg to the directory actor of the member at addr and returns
+// its answer. The question travels wrapped in google.protobuf.Any, a type
+// every build knows: a member of an earlier build, without the directory
+// actor, answers it as a dead letter, whereas a message type it does not
+// know would break its connection (rolling upgrades add no message type a
+// running node may not know; docs/cluster.md).
+func (d *Cluster) ask(ctx context.Context, addr string, msg proto.Message) (any, error) {
+	q, err := anypb.New(msg)
+	if err != nil {
+		return nil, fmt.Errorf("member %s: %w", addr, err)
+	}
+	timeout := askTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	if timeout <= 0 {
+		return nil, ctx.Err()
+	}
+	res, err := d.c.ActorSystem.Root.RequestFuture(actor.NewPID(addr, MemberActorName), q, timeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("member %s: %w", addr, err)
+	}
+	return res, nil
+}
+
+// Forget tells every member in the topology, this one included, that
+// session id was purged (ForgetSession), and waits for their answers: once
+// it returns, a request about the session through any member that
+// answered reads the store (not found) instead of a cached route to a
+// grain that is gone. The error names the members that did not answer.
+func (d *Cluster) Forget(ctx context.Context, id string) error {
+	d.forget(id)
+	members := d.Members()
+	errs := make([]error, len(members))
+	var wg sync.WaitGroup
+	for i, addr := range members {
+		if addr == d.c.ActorSystem.Address() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := d.ask(ctx, addr, &pb.ForgetSession{SessionId: id})
+			if _, ok := res.(*pb.ForgetSessionResult); err == nil && !ok {
+				err = fmt.Errorf("member %s: unexpected answer %T", addr, res)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// PlacementAt asks the member at addr where its own view of the members
+// places session id (PlaceSession): the address of the owner there.
+func (d *Cluster) PlacementAt(ctx context.Context, addr, id string) (string, error) {
+	res, err := d.ask(ctx, addr, &pb.PlaceSession{SessionId: id})
+	if err != nil {
+		return "", err
+	}
+	r, ok := res.(*pb.PlaceSessionResult)
+	if !ok {
+		return "", fmt.Errorf("member %s: unexpected answer %T", addr, res)
+	}
+	return r.GetOwner(), nil
 }
 
 func (d *Cluster) topology(t *cluster.ClusterTopology) {
@@ -287,6 +406,12 @@ func (o *owners) get(id string) (string, bool) {
 	defer o.mu.Unlock()
 	owner, ok := o.m[id]
 	return owner, ok
+}
+
+func (o *owners) forget(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.m, id)
 }
 
 func (o *owners) put(id, owner string) {

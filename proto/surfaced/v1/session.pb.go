@@ -5127,6 +5127,184 @@ func (x *AgentExited) GetStderrTail() string {
 	return ""
 }
 
+// ForgetSession tells a member that a session was purged: it drops what it
+// caches about it (the route to its grain, its owner), so that its next
+// request about the session reads the store and answers not found at once
+// instead of asking a grain that is gone. Answered ForgetSessionResult.
+type ForgetSession struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetSession) Reset() {
+	*x = ForgetSession{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetSession) ProtoMessage() {}
+
+func (x *ForgetSession) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetSession.ProtoReflect.Descriptor instead.
+func (*ForgetSession) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *ForgetSession) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type ForgetSessionResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetSessionResult) Reset() {
+	*x = ForgetSessionResult{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetSessionResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetSessionResult) ProtoMessage() {}
+
+func (x *ForgetSessionResult) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetSessionResult.ProtoReflect.Descriptor instead.
+func (*ForgetSessionResult) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{71}
+}
+
+// PlaceSession asks a member where its view of the members places a
+// session: a member that holds the lease of a session its own view places
+// on the asker is a stray activation, not a sign that the asker is out of
+// step. Answered PlaceSessionResult.
+type PlaceSession struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlaceSession) Reset() {
+	*x = PlaceSession{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlaceSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlaceSession) ProtoMessage() {}
+
+func (x *PlaceSession) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlaceSession.ProtoReflect.Descriptor instead.
+func (*PlaceSession) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *PlaceSession) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type PlaceSessionResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The address of the member the session is placed on; "" when no member
+	// hosts sessions.
+	Owner         string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlaceSessionResult) Reset() {
+	*x = PlaceSessionResult{}
+	mi := &file_surfaced_v1_session_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlaceSessionResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlaceSessionResult) ProtoMessage() {}
+
+func (x *PlaceSessionResult) ProtoReflect() protoreflect.Message {
+	mi := &file_surfaced_v1_session_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlaceSessionResult.ProtoReflect.Descriptor instead.
+func (*PlaceSessionResult) Descriptor() ([]byte, []int) {
+	return file_surfaced_v1_session_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *PlaceSessionResult) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
 var File_surfaced_v1_session_proto protoreflect.FileDescriptor
 
 const file_surfaced_v1_session_proto_rawDesc = "" +
@@ -5526,7 +5704,16 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\x06signal\x18\x03 \x01(\tR\x06signal\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x1f\n" +
 	"\vstderr_tail\x18\x05 \x01(\tR\n" +
-	"stderrTail*R\n" +
+	"stderrTail\".\n" +
+	"\rForgetSession\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\x15\n" +
+	"\x13ForgetSessionResult\"-\n" +
+	"\fPlaceSession\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"*\n" +
+	"\x12PlaceSessionResult\x12\x14\n" +
+	"\x05owner\x18\x01 \x01(\tR\x05owner*R\n" +
 	"\bPartKind\x12\x19\n" +
 	"\x15PART_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0ePART_KIND_TEXT\x10\x01\x12\x17\n" +
@@ -5549,7 +5736,7 @@ func file_surfaced_v1_session_proto_rawDescGZIP() []byte {
 }
 
 var file_surfaced_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_surfaced_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
+var file_surfaced_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_surfaced_v1_session_proto_goTypes = []any{
 	(PartKind)(0),                // 0: surfaced.v1.PartKind
 	(SubscribeFrom)(0),           // 1: surfaced.v1.SubscribeFrom
@@ -5623,8 +5810,12 @@ var file_surfaced_v1_session_proto_goTypes = []any{
 	(*AgentLines)(nil),           // 69: surfaced.v1.AgentLines
 	(*AgentDiagnostic)(nil),      // 70: surfaced.v1.AgentDiagnostic
 	(*AgentExited)(nil),          // 71: surfaced.v1.AgentExited
-	nil,                          // 72: surfaced.v1.SurfaceInfo.SchemasEntry
-	nil,                          // 73: surfaced.v1.AgentAvailable.SchemasEntry
+	(*ForgetSession)(nil),        // 72: surfaced.v1.ForgetSession
+	(*ForgetSessionResult)(nil),  // 73: surfaced.v1.ForgetSessionResult
+	(*PlaceSession)(nil),         // 74: surfaced.v1.PlaceSession
+	(*PlaceSessionResult)(nil),   // 75: surfaced.v1.PlaceSessionResult
+	nil,                          // 76: surfaced.v1.SurfaceInfo.SchemasEntry
+	nil,                          // 77: surfaced.v1.AgentAvailable.SchemasEntry
 }
 var file_surfaced_v1_session_proto_depIdxs = []int32{
 	6,  // 0: surfaced.v1.Frame.event:type_name -> surfaced.v1.Event
@@ -5663,7 +5854,7 @@ var file_surfaced_v1_session_proto_depIdxs = []int32{
 	3,  // 33: surfaced.v1.SubscribeResult.error:type_name -> surfaced.v1.Error
 	2,  // 34: surfaced.v1.Unsubscribe.subscriber:type_name -> surfaced.v1.Pid
 	35, // 35: surfaced.v1.GetSummary.caller:type_name -> surfaced.v1.Caller
-	72, // 36: surfaced.v1.SurfaceInfo.schemas:type_name -> surfaced.v1.SurfaceInfo.SchemasEntry
+	76, // 36: surfaced.v1.SurfaceInfo.schemas:type_name -> surfaced.v1.SurfaceInfo.SchemasEntry
 	37, // 37: surfaced.v1.SessionSummary.surfaces:type_name -> surfaced.v1.SurfaceInfo
 	3,  // 38: surfaced.v1.SessionSummary.error:type_name -> surfaced.v1.Error
 	35, // 39: surfaced.v1.Prompt.caller:type_name -> surfaced.v1.Caller
@@ -5697,7 +5888,7 @@ var file_surfaced_v1_session_proto_depIdxs = []int32{
 	37, // 67: surfaced.v1.SurfaceList.surfaces:type_name -> surfaced.v1.SurfaceInfo
 	3,  // 68: surfaced.v1.SurfaceList.error:type_name -> surfaced.v1.Error
 	2,  // 69: surfaced.v1.AgentAvailable.agent:type_name -> surfaced.v1.Pid
-	73, // 70: surfaced.v1.AgentAvailable.schemas:type_name -> surfaced.v1.AgentAvailable.SchemasEntry
+	77, // 70: surfaced.v1.AgentAvailable.schemas:type_name -> surfaced.v1.AgentAvailable.SchemasEntry
 	2,  // 71: surfaced.v1.AgentSend.reply_to:type_name -> surfaced.v1.Pid
 	3,  // 72: surfaced.v1.AgentReply.error:type_name -> surfaced.v1.Error
 	68, // 73: surfaced.v1.AgentLines.lines:type_name -> surfaced.v1.AgentLine
@@ -5747,7 +5938,7 @@ func file_surfaced_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_surfaced_v1_session_proto_rawDesc), len(file_surfaced_v1_session_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   72,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
