@@ -212,8 +212,11 @@ func (r *Runtime) watchdog(cc ClusterConfig, node *clusterNode) {
 		last = now
 		node.tick(now)
 		if outOfStep == "" {
-			if ok, why := node.conflicts.outOfStep(now, node.sys.Address(), node.dir.Members()); ok {
+			switch ok, why := node.conflicts.outOfStep(now, node.sys.Address(), node.dir.Members(), node.placementAt); {
+			case ok:
 				outOfStep = why
+			case why != "":
+				r.log.Info("cluster: in step despite a lease conflict", "member", node.sys.ID, "why", why)
 			}
 		}
 		if outOfStep != "" {
@@ -266,6 +269,18 @@ func (r *Runtime) watchdog(cc ClusterConfig, node *clusterNode) {
 
 // watchdogEvery is how often the watchdog looks.
 const watchdogEvery = time.Second
+
+// placementAsk bounds the watchdog's question to a lease holder (see
+// leaseConflicts): short beside watchdogEvery, so that a holder that does
+// not answer cannot make the watchdog's own gap look like a freeze.
+const placementAsk = 300 * time.Millisecond
+
+// placementAt asks the member at addr where its view places session id.
+func (n *clusterNode) placementAt(addr, id string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), placementAsk)
+	defer cancel()
+	return n.dir.PlacementAt(ctx, addr, id)
+}
 
 // tick records that the watchdog ran at now.
 func (n *clusterNode) tick(now time.Time) { n.ticked.Store(int64(now.Sub(n.start))) }

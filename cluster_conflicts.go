@@ -27,10 +27,18 @@ import (
 //     was frozen or cut off and blocked the others, as they blocked it). A
 //     node in the larger part does not act: the smaller part leaves;
 //   - every other member it sees holds, alive, the lease of a session the
-//     cluster places here, each for longer than two lease lifetimes: this
-//     node disagrees with all of them (they blocked it, it did not block
-//     them). One member disagreeing (two views converging slowly while a
-//     node restarts) is not enough: either could be the stale one.
+//     cluster places here, each for longer than two lease lifetimes, and
+//     none of them places that session here in its own view (asked, it
+//     names another owner, or does not answer): this node disagrees with
+//     all of them (they blocked it, it did not block them). One member
+//     disagreeing (two views converging slowly while a node restarts) is
+//     not enough: either could be the stale one. A holder whose own view
+//     places the session here agrees with this node: its activation is a
+//     stray (a request that raced a topology change placed it there), which
+//     gives itself up (actors/session/lease.go), and the node that is out
+//     of step, if any, is the holder. On a cluster of two, where "every
+//     other member" is one, this is what keeps the innocent owner from
+//     rejoining for nothing.
 //
 // The zero value is not usable: use newLeaseConflicts.
 type leaseConflicts struct {
@@ -75,10 +83,61 @@ func (c *leaseConflicts) observe(now time.Time, session, holder string, expires 
 // alive: the holder renewed the lease since this node first saw it.
 func (e *leaseConflict) alive() bool { return e.lastExpires.After(e.firstExpires) }
 
+// placement asks the member at addr where its own view of the members
+// places session: the owner's address, or an error when it does not
+// answer.
+type placement func(addr, session string) (owner string, err error)
+
 // outOfStep reports whether the conflicts seen say that this node (at address
 // self, seeing the members at the addresses view) is out of step with the
-// cluster, and why.
-func (c *leaseConflicts) outOfStep(now time.Time, self string, view []string) (bool, string) {
+// cluster, and why. It asks holders where they place their sessions (see
+// leaseConflicts) only when every other member holds one; when one of them
+// places its session here, the node is in step, and why says so.
+func (c *leaseConflicts) outOfStep(now time.Time, self string, view []string, ask placement) (bool, string) {
+	inView, ok, why := c.judge(now, self, view)
+	if ok || len(inView) == 0 {
+		return ok, why
+	}
+	// Every other member holds a session placed here: does any of them
+	// place it here too? Asked outside the lock, at once.
+	members := sorted(inView)
+	owners := make([]string, len(members))
+	errs := make([]error, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owners[i], errs[i] = ask(m, inView[m])
+		}()
+	}
+	wg.Wait()
+	var held []string
+	for i, m := range members {
+		if errs[i] == nil && owners[i] == self {
+			// It agrees that the session belongs here: its activation is a
+			// stray, and this node is not the one out of step.
+			return false, fmt.Sprintf("%s holds the lease of session %s, which its own view places here too: its activation is a stray, which gives itself up",
+				m, inView[m])
+		}
+		seen := "no answer"
+		if errs[i] == nil {
+			seen = "placed on " + owners[i]
+			if owners[i] == "" {
+				seen = "placed nowhere"
+			}
+		}
+		held = append(held, fmt.Sprintf("%s (session %s, which its own view has %s)", m, inView[m], seen))
+	}
+	return true, fmt.Sprintf("every other member this node sees has held, for more than two leases, the lease of a session the cluster places here, and none places it here: %s",
+		strings.Join(held, ", "))
+}
+
+// judge applies the rules that need no question: out of step (and why)
+// when most of the cluster is outside this node's view; otherwise, when
+// every other member in view holds a session placed here for long, those
+// members and their sessions, for outOfStep to ask; else nothing.
+func (c *leaseConflicts) judge(now time.Time, self string, view []string) (inViewHeld map[string]string, out bool, why string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	outside := map[string]bool{}
@@ -100,7 +159,7 @@ func (c *leaseConflicts) outOfStep(now time.Time, self string, view []string) (b
 		}
 	}
 	if len(outside) > 0 && len(outside) >= len(view) {
-		return true, fmt.Sprintf("live nodes missing from this node's view hold the leases of sessions placed here (%s), and this node sees only %d member(s)",
+		return nil, true, fmt.Sprintf("live nodes missing from this node's view hold the leases of sessions placed here (%s), and this node sees only %d member(s)",
 			strings.Join(sorted(outside), ", "), len(view))
 	}
 	others := 0
@@ -110,18 +169,13 @@ func (c *leaseConflicts) outOfStep(now time.Time, self string, view []string) (b
 		}
 		others++
 		if _, ok := inView[m]; !ok {
-			return false, ""
+			return nil, false, ""
 		}
 	}
 	if others == 0 {
-		return false, ""
+		return nil, false, ""
 	}
-	var held []string
-	for _, m := range sorted(inView) {
-		held = append(held, m+" (session "+inView[m]+")")
-	}
-	return true, fmt.Sprintf("every other member this node sees has held, for more than two leases, the lease of a session the cluster places here: %s",
-		strings.Join(held, ", "))
+	return inView, false, ""
 }
 
 func sorted[V any](m map[string]V) []string {

@@ -1,6 +1,7 @@
 package surfaced
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -21,13 +22,24 @@ func TestLeaseConflicts(t *testing.T) {
 		holder  string
 		expires time.Duration
 	}
+	// every other member holding s1 for long, seen from this node in a
+	// cluster of two.
+	other := "10.0.0.1:7900"
+	heldLong := []obs{
+		{0, "s1", other + "#a", 5 * time.Second},
+		{7 * time.Second, "s1", other + "#a", 12 * time.Second},
+		{13 * time.Second, "s1", other + "#a", 18 * time.Second},
+	}
 	cases := []struct {
 		name string
 		view []string
 		obs  []obs
 		now  time.Duration
-		want bool
-		why  string
+		// places is where each member's own view places the session it is
+		// asked about; a member missing does not answer.
+		places map[string]string
+		want   bool
+		why    string
 	}{
 		{
 			name: "a dead node's lease: never renewed, it expires and the session moves here",
@@ -103,9 +115,42 @@ func TestLeaseConflicts(t *testing.T) {
 				{13 * time.Second, "s1", "10.0.0.1:7900#a", 18 * time.Second},
 				{14 * time.Second, "s2", "10.0.0.2:7900#b", 19 * time.Second},
 			},
-			now:  14 * time.Second,
+			now:    14 * time.Second,
+			places: map[string]string{"10.0.0.1:7900": "10.0.0.1:7900"},
+			want:   true,
+			why:    "s2",
+		},
+		{
+			name:   "every other member holds one for long, and one of them places its session here: a stray, not this node",
+			view:   all,
+			obs:    []obs{{0, "s1", "10.0.0.1:7900#a", 5 * time.Second}, {time.Second, "s2", "10.0.0.2:7900#b", 6 * time.Second}, {7 * time.Second, "s1", "10.0.0.1:7900#a", 12 * time.Second}, {8 * time.Second, "s2", "10.0.0.2:7900#b", 13 * time.Second}, {13 * time.Second, "s1", "10.0.0.1:7900#a", 18 * time.Second}, {14 * time.Second, "s2", "10.0.0.2:7900#b", 19 * time.Second}},
+			now:    14 * time.Second,
+			places: map[string]string{"10.0.0.1:7900": "10.0.0.2:7900", "10.0.0.2:7900": self},
+		},
+		{
+			name:   "two nodes: the other holds a session placed here for long, and its own view places it here too: its activation is a stray; this node stays",
+			view:   []string{other, self},
+			obs:    heldLong,
+			now:    13 * time.Second,
+			places: map[string]string{other: self},
+			why:    "stray",
+		},
+		{
+			name:   "two nodes: the other holds it and places it on itself: it does not see this node (it blocked it); this node is out of step",
+			view:   []string{other, self},
+			obs:    heldLong,
+			now:    13 * time.Second,
+			places: map[string]string{other: other},
+			want:   true,
+			why:    "placed on " + other,
+		},
+		{
+			name: "two nodes: the other holds it and does not answer: no proof that this node is in step",
+			view: []string{other, self},
+			obs:  heldLong,
+			now:  13 * time.Second,
 			want: true,
-			why:  "s2",
+			why:  "no answer",
 		},
 		{
 			name: "every other member holds one, but not yet for two leases",
@@ -152,9 +197,18 @@ func TestLeaseConflicts(t *testing.T) {
 			for _, o := range tc.obs {
 				c.observe(at(o.at), o.session, o.holder, at(o.expires))
 			}
-			got, why := c.outOfStep(at(tc.now), self, tc.view)
+			ask := func(addr, session string) (string, error) {
+				if owner, ok := tc.places[addr]; ok {
+					return owner, nil
+				}
+				return "", errors.New("no answer")
+			}
+			got, why := c.outOfStep(at(tc.now), self, tc.view, ask)
 			if got != tc.want {
 				t.Fatalf("out of step = %v (%s), want %v", got, why, tc.want)
+			}
+			if !got && tc.why == "" && why != "" && !strings.Contains(why, "stray") {
+				t.Fatalf("in step, with why %q", why)
 			}
 			if tc.why != "" && !strings.Contains(why, tc.why) {
 				t.Fatalf("why %q does not name %q", why, tc.why)

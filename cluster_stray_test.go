@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,8 +49,7 @@ func TestInProcessClusterStrayActivationGivesUp(t *testing.T) {
 		})
 		return rt
 	}
-	// Three nodes: with two, the owner is the odd one out of the view that
-	// disagrees, and rejoins.
+	// Three nodes (two: TestInProcessClusterStrayOnTwoNodesLeavesTheOwnerInStep).
 	nodes := []*Runtime{start(), start(), start()}
 	testkit.Eventually(t, 20*time.Second, func() bool {
 		for _, n := range nodes {
@@ -105,4 +106,148 @@ func TestInProcessClusterStrayActivationGivesUp(t *testing.T) {
 		t.Fatalf("answer %T %v", r, r)
 	}
 	t.Logf("served by the owner after %s", time.Since(t0).Round(time.Millisecond))
+}
+
+// logLines is a slog handler that keeps the messages and their "why".
+type logLines struct {
+	mu    *sync.Mutex
+	lines *[]string
+}
+
+func (l logLines) Enabled(context.Context, slog.Level) bool { return true }
+func (l logLines) Handle(_ context.Context, r slog.Record) error {
+	line := r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "why" {
+			line += ": " + a.Value.String()
+		}
+		return true
+	})
+	l.mu.Lock()
+	*l.lines = append(*l.lines, line)
+	l.mu.Unlock()
+	return nil
+}
+func (l logLines) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l logLines) WithGroup(string) slog.Handler      { return l }
+
+func (l logLines) has(part string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range *l.lines {
+		if strings.Contains(s, part) {
+			return true
+		}
+	}
+	return false
+}
+
+// On a cluster of two, another node holds (and renews) the lease of a
+// session the cluster places on the owner — as a stray activation does
+// there, while the owner keeps being asked for the session — for longer
+// than two leases. The owner is not the node out of step: the holder's own
+// view places the session on the owner too. The owner's watchdog asks it,
+// and stays, instead of rejoining for nothing as "the odd one out" (every
+// other member, here the one, holding a session placed on it).
+func TestInProcessClusterStrayOnTwoNodesLeavesTheOwnerInStep(t *testing.T) {
+	st := memstore.New()
+	agent := test.NewInMemAgent()
+	start := func(log *slog.Logger) *Runtime {
+		cc := ClusterConfig{
+			Name:     "stray-two",
+			Provider: func() (cluster.ClusterProvider, error) { return test.NewTestProvider(agent), nil },
+			LeaseTTL: 2 * time.Second,
+		}
+		rt, err := New(Config{Store: st, Cluster: &cc, Agents: []AgentSpec{{Name: "fake", Argv: testkit.FakeAgent(t)}}, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = rt.Shutdown(ctx)
+		})
+		return rt
+	}
+	logs := logLines{mu: &sync.Mutex{}, lines: &[]string{}}
+	owner := start(slog.New(logs))
+	holder := start(slog.New(slog.DiscardHandler))
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		return len(owner.ClusterMembers()) == 2 && len(holder.ClusterMembers()) == 2
+	}, "the members to see each other")
+
+	// A session both views place on the owner.
+	ctx := context.Background()
+	var id string
+	for {
+		id = session.NewID()
+		owner.swap.RLock()
+		placed := owner.node.dir.Owner(id)
+		owner.swap.RUnlock()
+		if placed == owner.System().Address() {
+			break
+		}
+	}
+	now := time.Now()
+	if err := st.CreateSession(ctx, store.Session{ID: id, Owner: "alice", Agent: "fake", Cwd: t.TempDir(),
+		Status: session.StatusIdle, Created: now, Updated: now}); err != nil {
+		t.Fatal(err)
+	}
+	member := owner.System().ID
+
+	// The other node holds the lease and renews it, alive.
+	holder.swap.RLock()
+	holderNode := holder.deps.NodeID
+	holder.swap.RUnlock()
+	l, err := st.AcquireLease(ctx, id, holderNode, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				_ = st.ReleaseLease(ctx, id, l.Token)
+				return
+			case <-time.After(300 * time.Millisecond):
+				_, _ = st.RenewLease(ctx, id, l.Token, 2*time.Second)
+			}
+		}
+	}()
+	// The owner keeps being asked for the session: each activation finds
+	// the lease held, a conflict.
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			_, _ = owner.Request(c, id, &pb.GetSummary{Caller: &pb.Caller{System: true}})
+			cancel()
+		}
+	}()
+	// The watchdog judges the conflict (held for more than two leases by
+	// every other member): the holder places the session here.
+	testkit.Eventually(t, 30*time.Second, func() bool { return logs.has("its activation is a stray") || logs.has("OUT OF STEP") },
+		"the owner's watchdog to judge the conflict")
+	close(stop)
+	wg.Wait()
+	if logs.has("OUT OF STEP") || owner.System().ID != member {
+		t.Fatalf("the owner rejoined for a stray activation elsewhere (member %s, now %s)", member, owner.System().ID)
+	}
+	// The lease released, the owner serves the session.
+	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if r, err := owner.Request(c, id, &pb.GetSummary{Caller: &pb.Caller{System: true}}); err != nil {
+		t.Fatalf("the owner after the holder let go: %v", err)
+	} else if _, ok := r.(*pb.SessionSummary); !ok {
+		t.Fatalf("answer %T %v", r, r)
+	}
 }
