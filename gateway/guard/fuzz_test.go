@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/surfaced/surfaced/internal/clock"
 )
 
 func FuzzParseAuthority(f *testing.F) {
@@ -63,7 +65,7 @@ func FuzzParseOrigin(f *testing.F) {
 // these two tokens with an expiry still ahead; nothing else passes, and no
 // input panics.
 func FuzzCheckMark(f *testing.F) {
-	g := &Guard{markKey: newMarkKey()}
+	g := &Guard{markKey: newMarkKey(), clock: clock.Real{}}
 	good := g.confirmMark("cur", "next", time.Now().Add(confirmWithin))
 	expired := g.confirmMark("cur", "next", time.Now().Add(-time.Second))
 	f.Add(expired, "cur", "next")

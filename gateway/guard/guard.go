@@ -15,6 +15,7 @@ import (
 
 	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/identity"
+	"github.com/surfaced/surfaced/internal/clock"
 )
 
 // DefaultCookieName is the cookie the start URL exchange sets.
@@ -52,6 +53,9 @@ type Config struct {
 	PollInterval time.Duration
 	// Logger receives warnings and refusals; nil means slog.Default().
 	Logger *slog.Logger
+	// Clock tells the time the sign-in confirmation's mark expires by
+	// (nil: the wall clock).
+	Clock clock.Clock
 }
 
 // AuthError is an authentication failure, ready to be written as an HTTP
@@ -80,6 +84,7 @@ type Guard struct {
 	launch         *tokenEntry // nil without Config.Token
 	tokensFile     string
 	markKey        [32]byte // signs the sign-in confirmation page's form
+	clock          clock.Clock
 
 	file atomic.Pointer[tokenSet] // nil without a tokens file
 
@@ -114,9 +119,13 @@ func New(cfg Config) (*Guard, error) {
 		browserOrigins: map[parsedOrigin]struct{}{},
 		watches:        map[string]map[*watcher]struct{}{},
 		markKey:        newMarkKey(),
+		clock:          cfg.Clock,
 	}
 	if g.log == nil {
 		g.log = slog.Default()
+	}
+	if g.clock == nil {
+		g.clock = clock.Real{}
 	}
 	if g.cookieName == "" {
 		g.cookieName = DefaultCookieName

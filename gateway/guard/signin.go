@@ -131,7 +131,7 @@ func (g *Guard) cookieIdentity(r *http.Request) (identity.Identity, bool) {
 // the link signs in as, and a form that posts the switch with a mark bound
 // to this browser's current cookie.
 func (g *Guard) writeConfirmation(w http.ResponseWriter, cur, next identity.Identity, token, to string) {
-	mark := g.confirmMark(cur.Credential, next.Credential, time.Now().Add(confirmWithin))
+	mark := g.confirmMark(cur.Credential, next.Credential, g.clock.Now().Add(confirmWithin))
 	// The form's POST must carry the page's origin for the Origin gate:
 	// with no-referrer a browser sends "Origin: null". "origin" still
 	// keeps the page's address (it holds the token) out of any Referer.
@@ -201,7 +201,7 @@ func (g *Guard) checkMark(mark, curID, nextID string) bool {
 		return false
 	}
 	t, err := strconv.ParseInt(exp, 10, 64)
-	if err != nil || time.Now().After(time.Unix(t, 0)) {
+	if err != nil || g.clock.Now().After(time.Unix(t, 0)) {
 		return false
 	}
 	return subtle.ConstantTimeCompare([]byte(sum), []byte(g.mac(curID, nextID, exp))) == 1

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/surfaced/surfaced/internal/clock"
 )
 
 const (
@@ -130,4 +132,38 @@ func TestStartURLCannotBeForcedOnABrowser(t *testing.T) {
 			t.Fatalf("JSON: %d %s", resp.StatusCode, body)
 		}
 	})
+}
+
+// The confirmation page's mark expires by the guard's clock, not the wall
+// clock: a page used within confirmWithin switches the browser, one used
+// after it is refused.
+func TestSignInConfirmationExpiresByTheGuardsClock(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	writeTokensFile(t, tokens, "alice", aliceTok, "bob", bobTok)
+	fake := clock.NewFake(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
+	s := start(t, Config{TokensFile: tokens, Clock: fake})
+	base := s.srv.URL
+	alice := DefaultCookieName + "=" + aliceTok
+	page := func() url.Values {
+		t.Helper()
+		resp, page := do(t, http.MethodGet, base+"/?token="+bobTok, "Sec-Fetch-Site", "none", "Accept", "text/html", "Cookie", alice)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("confirmation page: %d %s", resp.StatusCode, page)
+		}
+		return url.Values{"token": {formField(t, page, "token")}, "next": {formField(t, page, "next")}, "confirm": {formField(t, page, "confirm")}}
+	}
+
+	late := page()
+	fake.Advance(confirmWithin + time.Second)
+	if resp, body := postForm(t, base+SignInPath, late, "Cookie", alice, "Sec-Fetch-Site", "same-origin"); resp.StatusCode != http.StatusForbidden ||
+		len(resp.Cookies()) != 0 || !strings.Contains(body, "expired") {
+		t.Fatalf("a confirmation used %s after its page: %d %v, want 403 (expired)", confirmWithin+time.Second, resp.StatusCode, resp.Cookies())
+	}
+
+	inTime := page()
+	fake.Advance(confirmWithin - time.Second)
+	if resp, _ := postForm(t, base+SignInPath, inTime, "Cookie", alice, "Sec-Fetch-Site", "same-origin"); resp.StatusCode != http.StatusSeeOther ||
+		len(resp.Cookies()) != 1 || resp.Cookies()[0].Value != bobTok {
+		t.Fatalf("a confirmation used within %s: %d %v, want the switch", confirmWithin, resp.StatusCode, resp.Cookies())
+	}
 }
