@@ -267,10 +267,19 @@ func (s *Store) CommitArtifact(ctx context.Context, a store.Artifact, b store.Bl
 	return a, nil
 }
 
+// blobCleanupTimeout bounds the deletion of bytes no artifact names after
+// a write (the sweep collects what it leaves).
+const blobCleanupTimeout = 10 * time.Second
+
 // deleteBlob deletes a blob unless an artifact names it, and reports
 // whether it did. A failure leaves an orphan the sweep collects.
 func (s *Store) deleteBlob(ctx context.Context, blobID int64) (bool, error) {
-	tag, err := s.pool.Exec(context.WithoutCancel(ctx), s.aq.deleteBlob, blobID)
+	// The caller's change is made (or refused) already: this cleanup
+	// outlives its caller, within a bound of its own (a frozen server
+	// must not hold the caller's answer).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), blobCleanupTimeout)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, s.aq.deleteBlob, blobID)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23503" {
 		return false, nil // a commit named it meanwhile
