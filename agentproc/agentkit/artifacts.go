@@ -40,11 +40,11 @@ type PutOptions struct {
 // ListQuery selects a page of the session's artifacts, newest first.
 type ListQuery struct {
 	// MediaType is "type/subtype" or "type/*"; empty: every type.
-	MediaType string
+	MediaType string `json:"mediaType,omitempty"`
 	// Cursor is the previous page's next cursor.
-	Cursor string
+	Cursor string `json:"cursor,omitempty"`
 	// Limit is 1 to 500; 0: the daemon's default (50).
-	Limit int
+	Limit int `json:"limit,omitempty"`
 }
 
 // Artifacts returns the session's artifacts, its calls bound to the agent's

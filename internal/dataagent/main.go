@@ -56,10 +56,10 @@ func main() {
 	defer stop()
 	agent := agentkit.New(agentkit.Options{Name: "dataagent"})
 	type putArgs struct {
-		Text      string `json:"text"`
-		Name      string `json:"name"`
-		MediaType string `json:"mediaType"`
-		Path      string `json:"path"`
+		Text      string `json:"text,omitempty"`
+		Name      string `json:"name,omitempty"`
+		MediaType string `json:"mediaType,omitempty"`
+		Path      string `json:"path,omitempty"`
 	}
 	agentkit.AddSurface(agent, agentkit.Surface[table]{
 		Domain:  "table",
@@ -84,7 +84,9 @@ func main() {
 				}
 				return map[string]any{"artifact": art, "url": url}, nil
 			}),
-			"putsize": agentkit.Typed(func(c *agentkit.SurfaceCtx[table], a struct{ Bytes int64 }) (any, error) {
+			"putsize": agentkit.Typed(func(c *agentkit.SurfaceCtx[table], a struct {
+				Bytes int64 `json:"bytes"`
+			}) (any, error) {
 				arts := c.Artifacts()
 				path := filepath.Join(arts.Dir(), "big.bin")
 				f, err := os.Create(path)
@@ -106,7 +108,9 @@ func main() {
 				}
 				return map[string]any{"artifact": art}, nil
 			}),
-			"get": agentkit.Typed(func(c *agentkit.SurfaceCtx[table], a struct{ ID string }) (any, error) {
+			"get": agentkit.Typed(func(c *agentkit.SurfaceCtx[table], a struct {
+				ID string `json:"id"`
+			}) (any, error) {
 				path, art, err := c.Artifacts().Get(a.ID)
 				if err != nil {
 					return nil, err
@@ -126,8 +130,8 @@ func main() {
 				return map[string]any{"artifacts": page, "nextCursor": next}, nil
 			}),
 			"url": agentkit.Typed(func(c *agentkit.SurfaceCtx[table], a struct {
-				ID  string
-				TTL int
+				ID  string `json:"id"`
+				TTL int    `json:"ttl,omitempty"`
 			}) (any, error) {
 				u, err := c.Artifacts().URL(a.ID, time.Duration(a.TTL)*time.Second)
 				if err != nil {
@@ -144,7 +148,9 @@ func main() {
 					return "not released", nil
 				}
 			}),
-			"setrows": agentkit.Typed(func(c *agentkit.SurfaceCtx[table], a struct{ N int }) (any, error) {
+			"setrows": agentkit.Typed(func(c *agentkit.SurfaceCtx[table], a struct {
+				N int `json:"n"`
+			}) (any, error) {
 				c.SetState(func(t table) table { t.Rows = a.N; return t })
 				return nil, nil
 			}),
