@@ -84,7 +84,7 @@ func TestEveryCodeIsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("(?m)^\\| [0-9, ]+ \\| (.*)\\|$")
+	row := regexp.MustCompile(`(?m)^\| [0-9, ]+ \| (.*)\|$`)
 	code := regexp.MustCompile("`([a-z][a-z0-9_]*)`")
 	rows := row.FindAllStringSubmatch(string(api), -1)
 	if len(rows) < 10 {
