@@ -58,11 +58,7 @@ func benchRuntime(b *testing.B, st store.Store, agentArgv []string) (*surfaced.R
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = rt.Shutdown(ctx)
-	})
+	testkit.ShutdownAtCleanup(b, rt)
 	id, err := rt.CreateSession(context.Background(), surfaced.CreateOptions{Owner: owner})
 	if err != nil {
 		b.Fatal(err)

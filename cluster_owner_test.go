@@ -8,16 +8,12 @@ package surfaced
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
 
 	"github.com/surfaced/surfaced/actors/session"
-	"github.com/surfaced/surfaced/internal/testkit"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 	"github.com/surfaced/surfaced/store/memstore"
@@ -29,19 +25,7 @@ import (
 func TestInProcessClusterForeignIDActivatesNothing(t *testing.T) {
 	st := memstore.New()
 	agent := test.NewInMemAgent()
-	rt, err := New(Config{Store: st, Quotas: Quotas{SessionsTotal: 1},
-		Cluster: &ClusterConfig{Name: "owner-test", LeaseTTL: 2 * time.Second,
-			Provider: func() (cluster.ClusterProvider, error) { return test.NewTestProvider(agent), nil }},
-		Agents: []AgentSpec{{Name: "fake", Argv: testkit.FakeAgent(t)}},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = rt.Shutdown(ctx)
-	})
+	rt := startClusterNode(t, st, agent, "owner-test", func(c *Config) { c.Quotas = Quotas{SessionsTotal: 1} })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	stored := func() string {

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
 
 	"github.com/surfaced/surfaced/actors/session"
@@ -33,23 +32,8 @@ import (
 func TestInProcessClusterRequestSurvivesRejoin(t *testing.T) {
 	st := memstore.New()
 	agent := test.NewInMemAgent()
-	cc := ClusterConfig{
-		Name:     "rejoin-test",
-		Provider: func() (cluster.ClusterProvider, error) { return test.NewTestProvider(agent), nil },
-		LeaseTTL: 2 * time.Second,
-	}
 	var logs logBuffer
-	rt, err := New(Config{Store: st, Cluster: &cc,
-		Agents: []AgentSpec{{Name: "fake", Argv: testkit.FakeAgent(t)}},
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = rt.Shutdown(ctx)
-	})
+	rt := startClusterNode(t, st, agent, "rejoin-test", func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	ctx := context.Background()
 	now := time.Now()
 	id := session.NewID()
@@ -87,7 +71,7 @@ func TestInProcessClusterRequestSurvivesRejoin(t *testing.T) {
 	rt.swap.RLock()
 	old := rt.node
 	rt.swap.RUnlock()
-	if err := rt.rejoin(cc.withDefaults(), old); err != nil {
+	if err := rt.rejoin(rt.cfg.Cluster.withDefaults(), old); err != nil {
 		t.Fatalf("rejoin: %v", err)
 	}
 	a := <-got

@@ -31,24 +31,7 @@ import (
 func TestInProcessClusterStrayActivationGivesUp(t *testing.T) {
 	st := memstore.New()
 	agent := test.NewInMemAgent()
-	start := func() *Runtime {
-		cc := ClusterConfig{
-			Name:     "stray-test",
-			Provider: func() (cluster.ClusterProvider, error) { return test.NewTestProvider(agent), nil },
-			LeaseTTL: 2 * time.Second,
-		}
-		rt, err := New(Config{Store: st, Cluster: &cc, Agents: []AgentSpec{{Name: "fake", Argv: testkit.FakeAgent(t)}},
-			Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = rt.Shutdown(ctx)
-		})
-		return rt
-	}
+	start := func() *Runtime { return startClusterNode(t, st, agent, "stray-test") }
 	// Three nodes (two: TestInProcessClusterStrayOnTwoNodesLeavesTheOwnerInStep).
 	nodes := []*Runtime{start(), start(), start()}
 	testkit.Eventually(t, 20*time.Second, func() bool {
@@ -153,21 +136,7 @@ func TestInProcessClusterStrayOnTwoNodesLeavesTheOwnerInStep(t *testing.T) {
 	st := memstore.New()
 	agent := test.NewInMemAgent()
 	start := func(log *slog.Logger) *Runtime {
-		cc := ClusterConfig{
-			Name:     "stray-two",
-			Provider: func() (cluster.ClusterProvider, error) { return test.NewTestProvider(agent), nil },
-			LeaseTTL: 2 * time.Second,
-		}
-		rt, err := New(Config{Store: st, Cluster: &cc, Agents: []AgentSpec{{Name: "fake", Argv: testkit.FakeAgent(t)}}, Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = rt.Shutdown(ctx)
-		})
-		return rt
+		return startClusterNode(t, st, agent, "stray-two", func(c *Config) { c.Logger = log })
 	}
 	logs := logLines{mu: &sync.Mutex{}, lines: &[]string{}}
 	owner := start(slog.New(logs))

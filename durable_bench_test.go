@@ -56,12 +56,7 @@ func (w *writeBehind) Close() error {
 // (ack-after-durable), and, in the same run, acknowledged before the write
 // lands (write-behind, the baseline). b.N is the number of commands.
 func BenchmarkCommandLoadPostgres(b *testing.B) {
-	if _, err := pgtest.BinDir(); err != nil {
-		if os.Getenv("CI") != "" {
-			b.Fatalf("PostgreSQL is required on CI: %v", err)
-		}
-		b.Skip(err)
-	}
+	pgtest.Require(b)
 	srv, err := pgtest.NewServer(context.Background(), pgtest.Options{Durable: true})
 	if err != nil {
 		b.Fatal(err)

@@ -91,11 +91,7 @@ func newHarness(t *testing.T, st store.Store, opts ...opt) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, rt: rt, st: st}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = rt.Shutdown(ctx)
-	})
+	testkit.ShutdownAtCleanup(t, rt)
 	return h
 }
 

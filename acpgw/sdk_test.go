@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,17 +21,7 @@ import (
 
 func sdkDir(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("node is required on CI: the official TypeScript SDK test needs it")
-		}
-		t.Skip("node is not installed; the official TypeScript SDK test needs it")
-	}
-	dir := filepath.Join(testkit.RepoRoot(), "testdata", "npm", "acp-sdk")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@agentclientprotocol", "sdk", "package.json")); err != nil {
-		t.Fatalf("the ACP SDK fixture is not installed: run scripts/test-setup (npm ci in %s)", dir)
-	}
-	return dir
+	return testkit.NPM(t, "testdata/npm/acp-sdk", "@agentclientprotocol/sdk/package.json")
 }
 
 // runScenario runs one scenario of scenarios.mjs against d and decodes what

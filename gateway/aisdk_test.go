@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -28,17 +27,7 @@ import (
 
 func aiSDKDir(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("node is required on CI: the AI SDK test needs it")
-		}
-		t.Skip("node is not installed; the AI SDK test needs it")
-	}
-	dir := filepath.Join(testkit.RepoRoot(), "testdata", "npm", "ai-sdk")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ai", "package.json")); err != nil {
-		t.Fatalf("the AI SDK fixture is not installed: run scripts/test-setup (npm ci in %s)", dir)
-	}
-	return dir
+	return testkit.NPM(t, "testdata/npm/ai-sdk", "ai/package.json")
 }
 
 // sdkRun is a scenario of scenarios.mjs running against a daemon.

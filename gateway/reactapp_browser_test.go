@@ -24,24 +24,7 @@ import (
 // except on CI.
 func buildReactApp(t *testing.T) string {
 	t.Helper()
-	skip := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("CI") != "" {
-			t.Fatalf(format, args...)
-		}
-		t.Skipf(format, args...)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		skip("node not found (%v); the React app test needs Node 20 or newer", err)
-	}
-	web, err := filepath.Abs(filepath.Join("..", "web"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(web, "node_modules", "esbuild")); err != nil {
-		skip("web/node_modules is not installed (run scripts/test-setup): %v", err)
-	}
+	node, web := testkit.Node(t), testkit.NPM(t, "web", "esbuild")
 	out := filepath.Join(t.TempDir(), "app")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

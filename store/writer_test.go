@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/surfaced/surfaced/internal/testkit"
 	"github.com/surfaced/surfaced/store"
 	"github.com/surfaced/surfaced/store/memstore"
 )
@@ -472,10 +473,5 @@ func workerOf(id string, workers int) int {
 
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, cond, "%s", what)
 }

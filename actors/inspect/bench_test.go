@@ -107,11 +107,7 @@ func commandRunner(b *testing.B, inspected bool) func() {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = rt.Shutdown(ctx)
-	})
+	testkit.ShutdownAtCleanup(b, rt)
 	ctx := context.Background()
 	id, err := rt.CreateSession(ctx, surfaced.CreateOptions{Owner: "bench"})
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/surfaced/surfaced/identity"
+	"github.com/surfaced/surfaced/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -270,13 +271,7 @@ func errorCode(body string) string {
 // the tokens file watcher, whose poll interval makes changes asynchronous.
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, within, cond, "%s", what)
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }

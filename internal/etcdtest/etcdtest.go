@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/surfaced/surfaced/internal/testkit"
 )
 
 // Server is one etcd member.
@@ -57,10 +59,7 @@ func Start(t testing.TB) *Server {
 	t.Helper()
 	bin := binary()
 	if bin == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("etcd is required on CI (apt-get install etcd-server)")
-		}
-		t.Skip("etcd not installed (Debian's etcd-server)")
+		testkit.Missing(t, "etcd not installed (Debian's etcd-server)")
 	}
 	s := &Server{t: t, bin: bin, dir: t.TempDir(), client: freePort(t), peer: freePort(t)}
 	s.Endpoint = fmt.Sprintf("127.0.0.1:%d", s.client)

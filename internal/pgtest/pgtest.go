@@ -43,6 +43,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/surfaced/surfaced/internal/testkit"
 )
 
 // User is the superuser of every server; its password is random per server.
@@ -439,12 +441,7 @@ func Start(t testing.TB) string {
 // same skipping and failing.
 func ServerFor(t testing.TB) *Server {
 	t.Helper()
-	if _, err := BinDir(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL is required on CI: %v", err)
-		}
-		t.Skip(err)
-	}
+	Require(t)
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if !shared.inMain {
@@ -466,4 +463,39 @@ func ServerFor(t testing.TB) *Server {
 		t.Fatal(shared.err)
 	}
 	return shared.srv
+}
+
+// Require ends t unless PostgreSQL's binaries are here: a failure on CI, a
+// skip elsewhere (testkit.Missing).
+func Require(t testing.TB) {
+	t.Helper()
+	if _, err := BinDir(); err != nil {
+		testkit.Missing(t, "PostgreSQL is not installed: %v", err)
+	}
+}
+
+// FaultServer is a PostgreSQL server of t's own, for a fault test to freeze
+// and stop, with synchronous commit on (a committed write survives the
+// server's immediate stop), and the DSN of a new database on it. A frozen
+// server never finishes a connection's start: the DSN gives up connecting
+// after connectTimeout (whole seconds, at least one). The server is thawed
+// and stopped when t ends.
+func FaultServer(t testing.TB, connectTimeout time.Duration) (*Server, string) {
+	t.Helper()
+	Require(t)
+	srv, err := NewServer(context.Background(), Options{Settings: map[string]string{"synchronous_commit": "on"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = srv.Thaw()
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	dsn, err := srv.CreateDatabase(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, dsn + "&connect_timeout=" + strconv.Itoa(max(1, int(connectTimeout/time.Second)))
 }

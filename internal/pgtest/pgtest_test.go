@@ -48,12 +48,7 @@ func TestStartGivesFreshDatabases(t *testing.T) {
 }
 
 func TestPrivateServerStops(t *testing.T) {
-	if _, err := BinDir(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL is required on CI: %v", err)
-		}
-		t.Skip(err)
-	}
+	Require(t)
 	ctx := context.Background()
 	srv, err := NewServer(ctx, Options{Durable: true})
 	if err != nil {
@@ -94,12 +89,7 @@ func itoa(i int) string { return strconv.Itoa(i) }
 // and Restart keep what was committed (with synchronous commit, which the
 // fast test server turns off), on the same port.
 func TestFreezeAndImmediateRestart(t *testing.T) {
-	if _, err := BinDir(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL is required on CI: %v", err)
-		}
-		t.Skip(err)
-	}
+	Require(t)
 	ctx := context.Background()
 	srv, err := NewServer(ctx, Options{Settings: map[string]string{"synchronous_commit": "on"}})
 	if err != nil {

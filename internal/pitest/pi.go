@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -51,17 +50,9 @@ func Bin(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(BinDir(), "pi")
 	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("pi is not installed in %s (scripts/test-setup runs npm ci there): %v", Dir(), err)
-		}
-		t.Skipf("pi is not installed in %s; run scripts/test-setup (npm ci) to test against the real pi", Dir())
+		testkit.Missing(t, "pi is not installed in %s; run scripts/test-setup (npm ci) to test against the real pi: %v", Dir(), err)
 	}
-	if _, err := exec.LookPath("node"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("node is required to run pi: %v", err)
-		}
-		t.Skip("node is not installed; the real pi tests need Node 20")
-	}
+	testkit.Node(t)
 	return bin
 }
 

@@ -1,7 +1,6 @@
 package testkit
 
 import (
-	"os"
 	"os/exec"
 	"testing"
 )
@@ -15,10 +14,7 @@ func Python3(t testing.TB) string {
 	if err == nil {
 		return p
 	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("python3 is required on CI (apt-get install python3): %v", err)
-	}
-	t.Skipf("python3 not found; the Python example agent is not tested (install Debian's python3 to run it): %v", err)
+	Missing(t, "python3 not found; the Python example agent is not tested (install Debian's python3 to run it): %v", err)
 	return ""
 }
 

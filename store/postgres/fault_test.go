@@ -3,11 +3,11 @@ package postgres
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/surfaced/surfaced/internal/pgtest"
+	"github.com/surfaced/surfaced/internal/testkit"
 	"github.com/surfaced/surfaced/store"
 )
 
@@ -16,37 +16,12 @@ import (
 // server's immediate stop).
 func faultServer(t *testing.T) (*pgtest.Server, string) {
 	t.Helper()
-	if _, err := pgtest.BinDir(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL is required on CI: %v", err)
-		}
-		t.Skip(err)
-	}
-	srv, err := pgtest.NewServer(context.Background(), pgtest.Options{Settings: map[string]string{"synchronous_commit": "on"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = srv.Thaw()
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	dsn, err := srv.CreateDatabase(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return srv, dsn + "&connect_timeout=1"
+	return pgtest.FaultServer(t, time.Second)
 }
 
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 30*time.Second, cond, "%s", what)
 }
 
 func put(w *store.Writer, id string, epoch, rev uint64, value string) chan error {

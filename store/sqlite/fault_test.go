@@ -25,12 +25,7 @@ func writerPut(w *store.Writer, id string, epoch, rev uint64, value string) chan
 
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 30*time.Second, cond, "%s", what)
 }
 
 // Another process holds the database's write lock: the write in flight

@@ -465,28 +465,7 @@ func waitAcks(t testing.TB, n int, streams ...*stream) {
 // stop, with synchronous commit (a commit survives its immediate stop).
 func outageServer(t *testing.T) (*pgtest.Server, string) {
 	t.Helper()
-	if _, err := pgtest.BinDir(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL is required on CI: %v", err)
-		}
-		t.Skip(err)
-	}
-	srv, err := pgtest.NewServer(context.Background(), pgtest.Options{Settings: map[string]string{"synchronous_commit": "on"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = srv.Thaw()
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	dsn, err := srv.CreateDatabase(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A frozen server never finishes a connection's start: give up soon.
-	return srv, dsn + "&connect_timeout=2"
+	return pgtest.FaultServer(t, 2*time.Second)
 }
 
 // newDaemonEnv is one daemon (no cluster) of bin on a store: a DSN, or

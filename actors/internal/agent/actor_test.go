@@ -21,17 +21,9 @@ import (
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-// eventually polls cond until it holds (the daemon test kit's Eventually,
-// which this package cannot import: the kit depends on it).
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, timeout, cond, "%s", what)
 }
 
 // parent stands in for the session: it spawns the agent actor and passes

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/surfaced/surfaced/internal/testkit"
 )
 
 func TestFSServesTheUIFiles(t *testing.T) {
@@ -78,25 +80,11 @@ func TestUIHoldsNoAgentKnowledge(t *testing.T) {
 	}
 }
 
-// nodeOrSkip finds node. Without CI a missing node skips; on CI it fails, so the JS tests
-// cannot silently stop running.
-func nodeOrSkip(t *testing.T) string {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("node is required on CI: %v", err)
-		}
-		t.Skipf("node not found (%v); the JavaScript tests need Node 20 or newer", err)
-	}
-	return node
-}
-
 func runNode(t *testing.T, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, nodeOrSkip(t), args...)
+	cmd := exec.CommandContext(ctx, testkit.Node(t), args...)
 	golden, err := filepath.Abs(filepath.Join("..", "..", "..", "actors", "surface", "testdata", "surface-op.golden.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -123,21 +111,10 @@ func TestUIScriptsParse(t *testing.T) {
 	}
 }
 
-// webDir is the npm workspace (web/); the tests that need its toolchain skip
-// without it, except on CI (scripts/test-setup installs it).
+// webDir is the npm workspace (web/) with its toolchain installed.
 func webDir(t *testing.T) string {
 	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", "..", "..", "web"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "esbuild")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("web/node_modules is required on CI (scripts/test-setup): %v", err)
-		}
-		t.Skipf("web/node_modules is not installed (run scripts/test-setup): %v", err)
-	}
-	return dir
+	return testkit.NPM(t, "web", "esbuild")
 }
 
 // static/surfaced.js is the build of web/client/src, not a second copy.
