@@ -10,8 +10,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/sourcegraph/conc/pool"
 )
 
 // buildParallelism bounds concurrent go build processes. Two overlap one
@@ -68,17 +69,23 @@ func build(ctx context.Context, ms []Manifest, binDir string, logger *slog.Logge
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return fmt.Errorf("build: %w", err)
 	}
-	errs := make([]error, len(ms))
-	sem := make(chan struct{}, max(parallel, 1))
-	var wg sync.WaitGroup
-	for _, i := range todo {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			errs[i] = buildOne(ctx, goBin, &ms[i], binDir, logger)
-		})
+	return buildAll(len(todo), parallel, func(j int) error {
+		return buildOne(ctx, goBin, &ms[todo[j]], binDir, logger)
+	})
+}
+
+// buildAll runs one(0) … one(n-1) on at most parallel goroutines (a pool:
+// no goroutine waits for a turn) and joins their errors in order. A build
+// that panics does not take the daemon down from a goroutine of its own:
+// the others finish, and the panic is raised again here, in the caller's
+// goroutine, carrying the stack where it happened (a *panics.Recovered).
+func buildAll(n, parallel int, one func(j int) error) error {
+	errs := make([]error, n)
+	p := pool.New().WithMaxGoroutines(max(parallel, 1))
+	for j := range n {
+		p.Go(func() { errs[j] = one(j) })
 	}
-	wg.Wait()
+	p.Wait()
 	return errors.Join(errs...)
 }
 
