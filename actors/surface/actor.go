@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/sourcegraph/conc/panics"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/surfaced/surfaced/actors/dispatch"
@@ -664,7 +665,7 @@ func (d *domainActor) run(ctx actor.Context, p pending) {
 			d.respondAfterWrites(ctx, p.to, d.result(cmd, Fail(agentproc.CodeDispatchFailed, "the domain failed to start")))
 			return
 		}
-		res, changed := d.native.Dispatch(cmd.GetAction(), cmd.GetArgs())
+		res, changed := d.dispatchNative(cmd.GetAction(), cmd.GetArgs())
 		if !changed {
 			d.respondAfterWrites(ctx, p.to, d.result(cmd, res))
 			return
@@ -971,4 +972,16 @@ func NormalizeAgentResult(raw json.RawMessage) Result {
 		msg = *r.Error.Message
 	}
 	return Fail(*r.Error.Code, msg)
+}
+
+// dispatchNative runs a native command. A handler that panics changes
+// nothing (its half-done state is dropped): the command answers
+// dispatch_failed and the panic is logged with the stack where it happened,
+// whatever Instance the domain has.
+func (d *domainActor) dispatchNative(action string, args json.RawMessage) (res Result, changed bool) {
+	if r := panics.Try(func() { res, changed = d.native.Dispatch(action, args) }); r != nil {
+		d.log.Error("a native command panicked", "action", action, "panic", fmt.Sprint(r.Value), "stack", string(r.Stack))
+		return Fail(agentproc.CodeDispatchFailed, fmt.Sprintf("command %q panicked: %v", action, r.Value)), false
+	}
+	return res, changed
 }

@@ -108,12 +108,9 @@ type typedView[S any] struct {
 	rev   uint64
 }
 
-func (v *typedView[S]) Fetch(ctx context.Context, req DataRequest) (p Page, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &Error{Code: agentproc.CodeDispatchFailed, Message: fmt.Sprintf("the data handler panicked: %v", r)}
-		}
-	}()
+func (v *typedView[S]) Fetch(ctx context.Context, req DataRequest) (Page, error) {
+	// A panic goes up to the fetcher, which logs it with its stack and
+	// answers dispatch_failed.
 	return v.h(&DataCtx[S]{Context: ctx, State: v.state, Rev: v.rev}, req)
 }
 

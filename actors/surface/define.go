@@ -197,13 +197,8 @@ func (in *typedInstance[S]) Dispatch(action string, args json.RawMessage) (res R
 		return Fail(agentproc.CodeUnknownAction, fmt.Sprintf("surface %q has no command %q", in.d.name, action)), false
 	}
 	ctx := &Ctx[S]{state: in.state}
-	defer func() {
-		if p := recover(); p != nil {
-			// A panicking handler changes nothing: its half-done state is dropped.
-			res = Fail(agentproc.CodeDispatchFailed, fmt.Sprintf("command %q panicked: %v", action, p))
-			changed = false
-		}
-	}()
+	// A panic goes up to the domain actor, which logs it with its stack
+	// and answers dispatch_failed; the state is only replaced below.
 	v, err := cmd(ctx, args)
 	if ctx.changed {
 		in.state = ctx.state

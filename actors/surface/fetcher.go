@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/sourcegraph/conc/panics"
 
 	"github.com/surfaced/surfaced/actors/dispatch"
 	"github.com/surfaced/surfaced/agentproc"
@@ -186,9 +187,15 @@ func (f *fetcher) fetch(ctx actor.Context, m *pb.SurfaceFetch) {
 		fctx, cancel := context.WithTimeout(f.ctx, f.cfg.Timeout)
 		p.cancel = cancel
 		req := DataRequest{Path: m.GetPath(), Query: query, Rev: f.rev}
-		self, root := ctx.Self(), ctx.ActorSystem().Root
+		self, root, log := ctx.Self(), ctx.ActorSystem().Root, f.log
 		go func() {
-			res := nativePage(view.Fetch(fctx, req))
+			// A handler that panics fails its page, with the stack in the
+			// log, instead of the daemon.
+			var res PageResult
+			if r := panics.Try(func() { res = nativePage(view.Fetch(fctx, req)) }); r != nil {
+				log.Error("a data handler panicked", "path", req.Path, "panic", fmt.Sprint(r.Value), "stack", string(r.Stack))
+				res = PageResult{Err: &Error{Code: agentproc.CodeDispatchFailed, Message: fmt.Sprintf("the data handler panicked: %v", r.Value)}}
+			}
 			root.Send(self, &nativeFetched{id: id, res: res})
 		}()
 	}

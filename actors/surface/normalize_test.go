@@ -53,7 +53,6 @@ func TestNativeNormalization(t *testing.T) {
 			return nil, fmt.Errorf("ctx: %w", &Error{"deep", "inner"})
 		},
 		"plain":   func(*Ctx[S], json.RawMessage) (any, error) { return nil, errors.New("boom") },
-		"panic":   func(*Ctx[S], json.RawMessage) (any, error) { panic("oops") },
 		"badjson": func(*Ctx[S], json.RawMessage) (any, error) { return make(chan int), nil },
 		"typed": Typed(func(_ *Ctx[S], a struct {
 			X int `json:"x"`
@@ -75,7 +74,6 @@ func TestNativeNormalization(t *testing.T) {
 		{"coded", "", false, "", "edit_failed"},
 		{"wrapped", "", false, "", "deep"},
 		{"plain", "", false, "", "dispatch_failed"},
-		{"panic", "", false, "", "dispatch_failed"},
 		{"badjson", "", false, "", "dispatch_failed"},
 		{"typed", `{"x":2}`, true, `2`, ""},
 		{"typed", `{"x":"2"}`, false, "", "invalid_args"},
