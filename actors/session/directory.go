@@ -223,20 +223,21 @@ func (l *Local) StopAll(ctx context.Context, reason string) {
 
 // StopEach asks each session actor to stop for reason, all at once, and
 // waits until each has stopped or ctx's deadline (10 s without one) passes.
+// The requests are all sent first and their futures then waited on in
+// turn: a future needs no goroutine, so stopping ten thousand sessions
+// does not start ten thousand.
 func StopEach(ctx context.Context, root *actor.RootContext, pids []*actor.PID, reason string) {
 	timeout := 10 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	var wg sync.WaitGroup
-	for _, pid := range pids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, _ = root.RequestFuture(pid, &pb.Stop{Caller: &pb.Caller{System: true}, Reason: reason}, timeout).Result()
-		}()
+	futures := make([]*actor.Future, len(pids))
+	for i, pid := range pids {
+		futures[i] = root.RequestFuture(pid, &pb.Stop{Caller: &pb.Caller{System: true}, Reason: reason}, timeout)
 	}
-	wg.Wait()
+	for _, f := range futures {
+		_, _ = f.Result()
+	}
 }
 
 func (l *Local) forget(id string, pid *actor.PID) {
