@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -46,18 +45,11 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// NodeFixture is testdata/npm/<fixture>, with package (a path below
-// node_modules) installed; it fails (skips off CI) without node.
+// NodeFixture is NPM for testdata/npm/<fixture> with the npm package pkg
+// installed: without node or the fixture installed, Missing.
 func NodeFixture(t *testing.T, fixture, pkg string) string {
 	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		Missing(t, "node is not installed; the official SDK test of %s needs it", fixture)
-	}
-	dir := filepath.Join(RepoRoot(), "testdata", "npm", fixture)
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg, "package.json")); err != nil {
-		t.Fatalf("the %s fixture is not installed: run scripts/test-setup (npm ci in %s)", fixture, dir)
-	}
-	return dir
+	return NPM(t, "testdata/npm/"+fixture, pkg+"/package.json")
 }
 
 // StartScenario runs `node scenarios.mjs <scenario>` in dir with env.
