@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -58,26 +57,10 @@ func agentPID(t *testing.T, bin string) int {
 	t.Helper()
 	var pid int
 	testkit.Eventually(t, 20*time.Second, func() bool {
+		pids := testkit.ChildPIDs(bin)
 		pid = 0
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			p, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			exe, err := os.Readlink("/proc/" + e.Name() + "/exe")
-			if err != nil || exe != bin {
-				continue
-			}
-			stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-			if err != nil {
-				continue
-			}
-			// The fields after the command's closing parenthesis: state, ppid, …
-			f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-			if len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
-				pid = p
-			}
+		if len(pids) > 0 {
+			pid = pids[len(pids)-1]
 		}
 		return pid > 0
 	}, "the canvas agent's process")

@@ -72,8 +72,8 @@ type sessionActor struct {
 	limiter *rate.Limiter
 	status  statusLine
 	tr      transcriptLog
-	// idleCheck: something this message did may let the session sleep.
-	idleCheck bool
+	// idle is the clock that puts an unused session to sleep (idle.go).
+	idle idleClock
 	// reserved is the highest turn or prompt id the store says may have been
 	// handed out (this activation's ids stay at or below it).
 	reserved uint64
@@ -171,15 +171,13 @@ type (
 )
 
 // Receive routes to the current behaviour, settles the commands waiting for
-// the agent, then sends what it emitted to the subscribers as one batch.
+// the agent, sends what it emitted to the subscribers as one batch, then
+// looks at the idle clock.
 func (s *sessionActor) Receive(ctx actor.Context) {
 	s.behavior.Receive(ctx)
 	s.settleWaiting(ctx)
-	if s.idleCheck {
-		s.idleCheck = false
-		s.armIdle(ctx)
-	}
 	s.flush(ctx)
+	s.checkIdle(ctx)
 }
 
 // activating is a cluster grain before the cluster names it.
@@ -203,10 +201,10 @@ func (s *sessionActor) live(ctx actor.Context) {
 		s.stopping(ctx)
 	case *actor.Stopped:
 		s.stopped()
-	case *actor.ReceiveTimeout:
-		s.idle(ctx)
+	case *idleDue:
+		s.idleTimerFired(m)
 	case *actor.Terminated:
-		s.terminated(ctx, m)
+		s.terminated(m)
 
 	// Clients.
 	case *pb.Subscribe:
@@ -286,10 +284,10 @@ func (s *sessionActor) ended(ctx actor.Context) {
 		s.stopping(ctx)
 	case *actor.Stopped:
 		s.stopped()
-	case *actor.ReceiveTimeout:
-		ctx.Stop(ctx.Self())
+	case *idleDue:
+		s.idleTimerFired(m)
 	case *actor.Terminated:
-		s.terminated(ctx, m)
+		s.terminated(m)
 	case *pb.Unsubscribe:
 		s.unsubscribe(ctx, m)
 	case *pb.GetSummary:
@@ -331,7 +329,7 @@ func (s *sessionActor) refusing(ctx actor.Context) {
 		s.stopping(ctx)
 	case *actor.Stopped:
 		s.stopped()
-	case *actor.ReceiveTimeout, *actor.Terminated:
+	case *idleDue, *actor.Terminated:
 	default:
 		s.refuseUnknown(ctx)
 	}

@@ -554,11 +554,8 @@ func (s *sessionActor) sendCommand(c turn.Command) {
 	s.root.Send(s.agent.pid, msg)
 }
 
-// Status: busy or queued changed. An idle session may now sleep.
-func (o turnOut) Status() {
-	o.s.emitStatus()
-	o.s.idleCheck = true
-}
+// Status: busy or queued changed (the idle clock sees it after the message).
+func (o turnOut) Status() { o.s.emitStatus() }
 
 func (o turnOut) AbortGrace(turnID uint64) {
 	s := o.s

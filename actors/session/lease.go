@@ -183,7 +183,7 @@ func (s *sessionActor) lostLease(ctx actor.Context, err error) {
 	s.stopAgent(ctx)
 	s.refusal = pb.Err(CodeMoved, fmt.Sprintf("session %s moved to another node; try again", s.rec.ID))
 	s.behavior.Become(s.refusing)
-	ctx.Stop(ctx.Self())
+	s.leave(ctx)
 }
 
 // releaseLease gives the lease back when the activation stops, so that the

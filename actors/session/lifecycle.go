@@ -33,6 +33,7 @@ func (s *sessionActor) started(ctx actor.Context) {
 	s.self = ctx.Self()
 	s.root = ctx.ActorSystem().Root
 	s.activated = true
+	s.idle.since = s.clock.Now()
 	s.deps.Metrics.SessionUp()
 	if s.deps.Activated != nil {
 		s.deps.Activated(s.rec.ID, ctx.Self())
@@ -78,7 +79,6 @@ func (s *sessionActor) started(ctx actor.Context) {
 		s.status.status = StatusEnded
 		s.emitStatus()
 		s.behavior.Become(s.ended)
-		s.armIdle(ctx)
 		return
 	}
 	if !known {
@@ -155,7 +155,6 @@ func (s *sessionActor) end(ctx actor.Context, reason, code, detail string) {
 	s.setStatus(StatusEnded, code, detail)
 	s.hub.End(reason)
 	s.behavior.Become(s.ended)
-	s.armIdle(ctx)
 }
 
 // sleep stops the agent without ending the session (shutdown, idle, moved):
@@ -180,14 +179,14 @@ func (s *sessionActor) stop(ctx actor.Context, m *pb.Stop) {
 		s.end(ctx, StopDeleted, "", "")
 		s.flush(ctx)
 		ctx.Respond(&pb.StopResult{Ok: true})
-		ctx.Stop(ctx.Self())
+		s.leave(ctx)
 	case "shutdown", "idle", "moved":
 		s.refuseWaiting(ctx, pb.Err(CodeMoved, "the session stopped here before its agent was ready; try again"))
 		s.sleep(ctx, m.GetReason())
 		s.hub.End(m.GetReason())
 		s.flush(ctx)
 		ctx.Respond(&pb.StopResult{Ok: true})
-		ctx.Stop(ctx.Self())
+		s.leave(ctx)
 	default:
 		s.end(ctx, "stopped", "", "")
 		ctx.Respond(&pb.StopResult{Ok: true})
@@ -206,7 +205,7 @@ func (s *sessionActor) stopEnded(ctx actor.Context, m *pb.Stop) {
 		s.hub.End(m.GetReason())
 		s.flush(ctx)
 		ctx.Respond(&pb.StopResult{Ok: true})
-		ctx.Stop(ctx.Self())
+		s.leave(ctx)
 	default:
 		ctx.Respond(&pb.StopResult{Ok: true})
 	}
@@ -230,6 +229,8 @@ func (s *sessionActor) stopping(ctx actor.Context) {
 	// Prompts whose record is in flight: it may land, or not, after this.
 	s.answerPrompts(ctx, pb.Err(CodeOutcomeUnknown, "the session stopped before the prompt's record was confirmed: it may or may not be in the transcript"))
 	s.refuseWaiting(ctx, pb.Err(CodeMoved, "the session stopped here before its agent was ready; try again"))
+	s.idle.off = true
+	s.stopIdleTimer()
 	s.releaseLease()
 	s.dropScratch(false)
 	s.agent.stopTimer()
@@ -245,36 +246,6 @@ func (s *sessionActor) stopped() {
 	if s.activated {
 		s.deps.Metrics.SessionDown()
 	}
-}
-
-// armIdle sets the receive timeout that lets an unused actor stop: an ended
-// session after EndedLinger, a live one after IdleTimeout (when configured)
-// while nobody watches and no turn runs.
-func (s *sessionActor) armIdle(ctx actor.Context) {
-	switch {
-	case s.status.status == StatusEnded && s.hub.Len() == 0:
-		ctx.SetReceiveTimeout(s.lim.EndedLinger)
-	case s.lim.IdleTimeout > 0 && s.quiet():
-		ctx.SetReceiveTimeout(s.lim.IdleTimeout)
-	default:
-		ctx.CancelReceiveTimeout()
-	}
-}
-
-// quiet: nobody watches, no turn runs, nothing waits.
-func (s *sessionActor) quiet() bool {
-	return s.hub.Len() == 0 && !s.turns.Busy() && s.turns.Queued() == 0 && s.kv.Pending() == 0 && len(s.prompts) == 0 && len(s.waiting) == 0
-}
-
-// idle puts a live session nobody uses to sleep.
-func (s *sessionActor) idle(ctx actor.Context) {
-	if !s.quiet() {
-		ctx.CancelReceiveTimeout()
-		return
-	}
-	s.log.Info("session idle; stopping its agent until the next request")
-	s.sleep(ctx, "idle")
-	ctx.Stop(ctx.Self())
 }
 
 // ---------------------------------------------------------------------------
@@ -293,9 +264,8 @@ func (s *sessionActor) diagnostic(code, message string) {
 // flush sends what was emitted while handling this message to every
 // subscriber in one batch.
 func (s *sessionActor) flush(ctx actor.Context) {
-	if s.hub != nil && s.hub.Flush(ctx) {
-		// Nobody watches any more: an ended session may now linger and go.
-		s.armIdle(ctx)
+	if s.hub != nil {
+		s.hub.Flush(ctx)
 	}
 }
 
@@ -331,19 +301,17 @@ func (s *sessionActor) subscribe(ctx actor.Context, m *pb.Subscribe) {
 	}
 	s.deps.Metrics.Subscribed(res.GetMode())
 	ctx.Respond(res)
-	ctx.CancelReceiveTimeout()
 }
 
 func (s *sessionActor) unsubscribe(ctx actor.Context, m *pb.Unsubscribe) {
 	if p := m.GetSubscriber().Actor(); p != nil {
 		s.hub.Unsubscribe(ctx, p)
 	}
-	s.armIdle(ctx)
 }
 
-func (s *sessionActor) terminated(ctx actor.Context, m *actor.Terminated) {
-	if s.hub != nil && s.hub.Gone(m.Who) {
-		s.armIdle(ctx)
+func (s *sessionActor) terminated(m *actor.Terminated) {
+	if s.hub != nil {
+		s.hub.Gone(m.Who)
 	}
 }
 

@@ -59,7 +59,6 @@ func (s *sessionActor) prompt(ctx actor.Context, m *pb.Prompt) {
 	}
 	// Answered once its record is durable (promptRecorded).
 	s.prompts[id] = ctx.Sender()
-	ctx.CancelReceiveTimeout()
 }
 
 // recordPrompt writes a prompt's user entry; the prompt is answered, and
@@ -86,7 +85,6 @@ func (s *sessionActor) promptRecorded(ctx actor.Context, m *promptRecorded) {
 			}
 			ctx.Send(sender, res)
 		}
-		s.idleCheck = true
 		return
 	}
 	acc, ok := s.turns.Recorded(m.id)

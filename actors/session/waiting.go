@@ -50,7 +50,6 @@ func (s *sessionActor) waitForAgent(ctx actor.Context, m *pb.RunCommand) {
 	self, root, seq := s.self, s.root, w.seq
 	w.timer = s.clock.AfterFunc(wait, func() { root.Send(self, &commandWaitOver{seq: seq}) })
 	s.waiting = append(s.waiting, w)
-	ctx.CancelReceiveTimeout()
 }
 
 // commandWaitOver answers a command that waited as long as it could.

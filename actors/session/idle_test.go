@@ -1,0 +1,150 @@
+package session_test
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/surfaced/surfaced/actors/session"
+	"github.com/surfaced/surfaced/internal/clock"
+	"github.com/surfaced/surfaced/internal/testkit"
+	"github.com/surfaced/surfaced/metrics"
+	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
+	"github.com/surfaced/surfaced/store"
+	"github.com/surfaced/surfaced/store/memstore"
+)
+
+// unwatched is a session on a fake clock that no client subscribes to,
+// with a real agent process; gone counts its activations that stopped.
+type unwatched struct {
+	t     *testing.T
+	clock *clock.Fake
+	dir   *session.Local
+	st    store.Store
+	id    string
+	gone  atomic.Int32
+}
+
+func newUnwatched(t *testing.T, lim session.Limits) *unwatched {
+	t.Helper()
+	st := memstore.New()
+	w := store.NewWriter(st, 1, slog.Default())
+	sys := actor.NewActorSystem()
+	u := &unwatched{t: t, clock: clock.NewFake(time.Unix(1_700_000_000, 0)), st: st, id: session.NewID()}
+	argv := testkit.FakeAgent(t)
+	deps := &session.Deps{
+		NodeID:      "test",
+		Writer:      w,
+		Agent:       func(string) (session.AgentSpec, bool) { return session.AgentSpec{Name: "a", Argv: argv}, true },
+		Metrics:     metrics.New(prometheus.NewRegistry()),
+		Limits:      lim,
+		Clock:       u.clock,
+		Deactivated: func(string, *actor.PID) { u.gone.Add(1) },
+	}
+	u.dir = session.NewLocal(sys, deps)
+	if err := st.CreateSession(context.Background(), store.Session{ID: u.id, Owner: "o", Agent: "a", Status: session.StatusStarting}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		u.dir.Close()
+		u.dir.StopAll(ctx, "shutdown")
+		w.Close()
+		sys.Shutdown()
+	})
+	return u
+}
+
+func (u *unwatched) req(m proto.Message) proto.Message {
+	u.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := u.dir.Request(ctx, u.id, m)
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	return res
+}
+
+func (u *unwatched) summary() *pb.SessionSummary {
+	u.t.Helper()
+	return u.req(&pb.GetSummary{Caller: &pb.Caller{Subject: "o"}}).(*pb.SessionSummary)
+}
+
+// ready activates the session (a read, as POST /api/sessions does) and
+// waits until its agent is ready and the idle timer is armed.
+func (u *unwatched) ready() {
+	u.t.Helper()
+	testkit.Eventually(u.t, 10*time.Second, func() bool { return u.summary().GetStatus() == session.StatusReady }, "the agent ready")
+	if !u.clock.WaitPending(1, 10*time.Second) {
+		u.t.Fatal("no idle timer armed")
+	}
+}
+
+func (u *unwatched) advance(d time.Duration) { u.clock.Advance(d) }
+
+// asleep waits until the activation has stopped and the store says idle.
+func (u *unwatched) asleep(what string) {
+	u.t.Helper()
+	testkit.Eventually(u.t, 10*time.Second, func() bool {
+		rec, err := u.st.GetSession(context.Background(), u.id)
+		return u.gone.Load() == 1 && err == nil && rec.Status == session.StatusIdle
+	}, "%s", what)
+}
+
+// awake asserts the session is still live: the clock has not reached the
+// due time of an idle timer, so none came due (nothing is in flight).
+func (u *unwatched) awake(what string) {
+	u.t.Helper()
+	if n := u.gone.Load(); n != 0 {
+		u.t.Fatalf("%s: the session slept", what)
+	}
+}
+
+// A session no client ever watched sleeps idle_timeout after it started,
+// whatever else it receives meanwhile: reads from clients and the agent's
+// own answers do not keep it awake.
+func TestUnwatchedSessionSleepsAfterIdleTimeout(t *testing.T) {
+	u := newUnwatched(t, session.Limits{IdleTimeout: time.Minute})
+	u.ready()
+	for range 5 {
+		u.advance(11 * time.Second)
+		u.summary()
+		u.req(&pb.GetState{Caller: &pb.Caller{Subject: "o"}})
+		u.req(&pb.ListSurfaces{Caller: &pb.Caller{Subject: "o"}})
+		u.req(&pb.GetMessages{Caller: &pb.Caller{Subject: "o"}})
+	}
+	u.advance(5*time.Second - time.Millisecond)
+	u.awake("a millisecond before idle_timeout")
+	u.advance(time.Millisecond)
+	u.asleep("asleep at idle_timeout, although clients read it meanwhile")
+}
+
+// A command is a use: the idle clock starts again from it.
+func TestCommandStartsTheIdleClockAgain(t *testing.T) {
+	u := newUnwatched(t, session.Limits{IdleTimeout: time.Minute})
+	u.ready()
+	u.advance(40 * time.Second)
+	if res := u.req(&pb.RunCommand{Caller: &pb.Caller{Subject: "o"}, Domain: "demo", Action: "increment"}).(*pb.CommandResult); !res.GetOk() {
+		t.Fatalf("increment: %v", res)
+	}
+	// The first timer comes due 60 s after the start and arms the rest.
+	pending := u.clock.Pending()
+	u.advance(20 * time.Second)
+	if !u.clock.WaitPending(pending, 10*time.Second) {
+		t.Fatal("the idle timer was not armed again for the rest")
+	}
+	u.summary()
+	u.awake("60 s after the start, 20 s after the command")
+	u.advance(40*time.Second - time.Millisecond)
+	u.awake("a millisecond before idle_timeout after the command")
+	u.advance(time.Millisecond)
+	u.asleep("asleep idle_timeout after the command")
+}
