@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -228,6 +229,34 @@ func (s *sessionActor) splitApplied(kvs []store.KV) []store.KV {
 	return state
 }
 
+// listEndedDomains lists the domains of a session that ended before this
+// activation (no actor runs for them; they take no commands): the agent's
+// native domains, and the agent-hosted ones whose snapshot the session
+// keeps (their commands are not known any more).
+func (s *sessionActor) listEndedDomains() {
+	if s.deps.Domains != nil {
+		for _, d := range s.deps.Domains(s.rec.Agent) {
+			if _, dup := s.domains[d.Name()]; !dup {
+				s.domains[d.Name()] = &domainRef{hosted: surface.HostedNative, commands: d.Commands(), registered: true}
+			}
+		}
+	}
+	for _, k := range s.kv.Keys() {
+		domain, ok := strings.CutPrefix(k, proc.SurfaceKeyPrefix)
+		if !ok {
+			continue
+		}
+		e, _ := s.kv.Durable(k)
+		if d, known := s.domains[domain]; known {
+			d.rev = e.Rev
+			continue
+		}
+		if !e.Deleted {
+			s.domains[domain] = &domainRef{hosted: surface.HostedAgent, rev: e.Rev, registered: true}
+		}
+	}
+}
+
 // registered returns a registered domain.
 func (s *sessionActor) registered(domain string) (*domainRef, bool) {
 	d, ok := s.domains[domain]
@@ -237,10 +266,13 @@ func (s *sessionActor) registered(domain string) (*domainRef, bool) {
 	return d, true
 }
 
-// available reports whether a registered domain takes commands now: a
-// native one always, an agent-hosted one while the agent that declared it
-// runs and is ready.
+// available reports whether a registered domain takes commands now: none
+// once the session has ended; a native one always before; an agent-hosted
+// one while the agent that declared it runs and is ready.
 func (s *sessionActor) available(d *domainRef) bool {
+	if s.status.status == StatusEnded || d.pid == nil {
+		return false
+	}
 	if d.hosted != surface.HostedAgent {
 		return true
 	}

@@ -77,6 +77,7 @@ func (s *sessionActor) started(ctx actor.Context) {
 
 	if s.rec.Status == StatusEnded {
 		s.status.status = StatusEnded
+		s.listEndedDomains()
 		s.emitStatus()
 		s.behavior.Become(s.ended)
 		return
@@ -85,8 +86,9 @@ func (s *sessionActor) started(ctx actor.Context) {
 		s.setStatus(StatusError, codes.UnknownAgent, fmt.Sprintf("the agent %q is not configured on this daemon", s.rec.Agent))
 		return
 	}
-	s.setStatus(StatusStarting, "", "")
+	// The native domains exist before the first status, which lists them.
 	s.spawnNativeDomains(ctx)
+	s.setStatus(StatusStarting, "", "")
 	s.startAgent(ctx)
 }
 
@@ -145,12 +147,14 @@ func (s *sessionActor) end(ctx actor.Context, reason, code, detail string) {
 	s.stopAgent(ctx)
 	s.dropScratch(true)
 	s.turns.Close("the session ended")
-	for name, d := range s.domains {
+	for _, d := range s.domains {
+		// The domain stays listed (unavailable, its snapshot readable);
+		// its actors go: an ended session takes no commands.
 		ctx.Stop(d.pid)
 		if d.data != nil {
 			ctx.Stop(d.data)
 		}
-		delete(s.domains, name)
+		d.pid, d.data, d.hasData = nil, nil, false
 	}
 	s.setStatus(StatusEnded, code, detail)
 	s.hub.End(reason)

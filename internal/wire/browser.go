@@ -109,30 +109,30 @@ func appendStatus(dst []byte, s *pb.StatusEvent) []byte {
 	dst = strconv.AppendUint(dst, uint64(s.GetQueued()), 10)
 	dst = append(dst, `,"images":`...)
 	dst = strconv.AppendBool(dst, s.GetImages())
-	if len(s.GetSurfaces()) > 0 {
-		dst = append(dst, `,"surfaces":[`...)
-		for i, d := range s.GetSurfaces() {
-			if i > 0 {
+	// Every session frame lists the surfaces, none included: a client
+	// replaces what it knew, so a frame without them would leave a domain
+	// of a session that ended looking available.
+	dst = append(dst, `,"surfaces":[`...)
+	for i, d := range s.GetSurfaces() {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"domain":`...)
+		dst = AppendString(dst, d.GetDomain())
+		dst = append(dst, `,"hosted":`...)
+		dst = AppendString(dst, d.GetHosted())
+		dst = append(dst, `,"available":`...)
+		dst = strconv.AppendBool(dst, d.GetAvailable())
+		dst = append(dst, `,"commands":[`...)
+		for j, c := range d.GetCommands() {
+			if j > 0 {
 				dst = append(dst, ',')
 			}
-			dst = append(dst, `{"domain":`...)
-			dst = AppendString(dst, d.GetDomain())
-			dst = append(dst, `,"hosted":`...)
-			dst = AppendString(dst, d.GetHosted())
-			dst = append(dst, `,"available":`...)
-			dst = strconv.AppendBool(dst, d.GetAvailable())
-			dst = append(dst, `,"commands":[`...)
-			for j, c := range d.GetCommands() {
-				if j > 0 {
-					dst = append(dst, ',')
-				}
-				dst = AppendString(dst, c)
-			}
-			dst = append(dst, "]}"...)
+			dst = AppendString(dst, c)
 		}
-		dst = append(dst, ']')
+		dst = append(dst, "]}"...)
 	}
-	return append(dst, '}')
+	return append(dst, "]}"...)
 }
 
 func appendUIRequest(dst []byte, r *pb.UIRequestEvent) []byte {

@@ -18,9 +18,15 @@ func TestRender(t *testing.T) {
 	}{
 		{"state", pb.StateOf("surface:demo", []byte(`{"count":1}`), 2, false), pb.KindState, `{"key":"surface:demo","value":{"count":1},"rev":2}`},
 		{"state deleted", pb.StateOf("ui.theme", []byte(`"x"`), 3, true), pb.KindState, `{"key":"ui.theme","rev":3,"deleted":true}`},
-		{"status", pb.StatusOf(&pb.StatusEvent{Status: "ready", Busy: true, Queued: 2}), pb.KindSession, `{"status":"ready","busy":true,"queued":2,"images":false}`},
+		{"status", pb.StatusOf(&pb.StatusEvent{Status: "ready", Busy: true, Queued: 2}), pb.KindSession, `{"status":"ready","busy":true,"queued":2,"images":false,"surfaces":[]}`},
 		{"status detail", pb.StatusOf(&pb.StatusEvent{Status: "error", Code: "agent_crashed", Detail: "d", Title: "T", Images: true}), pb.KindSession,
-			`{"status":"error","busy":false,"code":"agent_crashed","detail":"d","title":"T","queued":0,"images":true}`},
+			`{"status":"error","busy":false,"code":"agent_crashed","detail":"d","title":"T","queued":0,"images":true,"surfaces":[]}`},
+		// Every session frame lists the surfaces, so that a client never
+		// keeps an availability the session no longer has.
+		{"status surfaces", pb.StatusOf(&pb.StatusEvent{Status: "ended", Code: "restart_exhausted", Surfaces: []*pb.SurfaceInfo{
+			{Domain: "demo", Hosted: "agent", Commands: []string{"echo", "increment"}}, {Domain: "notes", Hosted: "native"}}}), pb.KindSession,
+			`{"status":"ended","busy":false,"code":"restart_exhausted","queued":0,"images":false,"surfaces":[` +
+				`{"domain":"demo","hosted":"agent","available":false,"commands":["echo","increment"]},{"domain":"notes","hosted":"native","available":false,"commands":[]}]}`},
 		{"diagnostic", pb.DiagnosticOf("invalid_line", "bad"), pb.KindDiagnostic, `{"code":"invalid_line","message":"bad"}`},
 		{"resync", pb.ResyncOf("outside"), pb.KindResync, `{"reason":"outside"}`},
 		{"end", pb.EndOf("stopped"), pb.KindEnd, `{"reason":"stopped"}`},

@@ -428,7 +428,11 @@ export function mount(root, api) {
     body.classList.toggle("is-readonly", !available);
     body.dataset.available = available ? "true" : "false";
     if (!available) {
-      notice.textContent = sf.settling ? "Connecting to the canvas agent…" : "surface unavailable: read-only. The canvas agent is not running; the gallery is shown as it was.";
+      notice.textContent = sf.settling
+        ? "Connecting to the canvas agent…"
+        : sf.ended
+          ? "The session has ended: the canvas is read-only; the gallery is shown as it was."
+          : "surface unavailable: read-only. The canvas agent is not running; the gallery is shown as it was.";
       notice.classList.toggle("is-settling", !!sf.settling);
     }
     notice.hidden = available;

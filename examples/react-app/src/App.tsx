@@ -7,6 +7,7 @@ import {
   useSessionStatus,
   useSurface,
   useSurfacedChatTransport,
+  useSurfacedSession,
 } from "@surfaced/react";
 
 type Demo = { count: number; log: string[] };
@@ -169,6 +170,7 @@ function toolState(s: string): string {
 }
 
 function CounterPanel({ send }: { send?: (text: string) => unknown }) {
+  const session = useSurfacedSession();
   const demo = useSurface<Demo>("demo");
   const bridge = useConversationBridge("demo", send ? { conversation: send } : undefined);
   const [note, setNote] = useState<string | null>(null);
@@ -200,7 +202,9 @@ function CounterPanel({ send }: { send?: (text: string) => unknown }) {
       </div>
       {readOnly && (
         <div className="notice" role="status" data-testid="surface-unavailable">
-          Surface unavailable: read-only. The agent that hosts it is not running.
+          {session.ended
+            ? "The session has ended: the counter is read-only."
+            : "Surface unavailable: read-only. The agent that hosts it is not running."}
         </div>
       )}
       <div className="count" data-testid="counter-value" aria-live="polite">

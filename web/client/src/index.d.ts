@@ -130,6 +130,7 @@ export interface SurfaceView<S = unknown> {
   domain: string;
   state: S | null;
   rev: number;
+  /** The domain takes commands now: listed as available, and the session has not ended. */
   available: boolean;
   known: boolean;
   commands: string[];
@@ -204,6 +205,11 @@ export declare class Session {
   readonly id: string;
   readonly store: StateStore;
   readonly status: SessionStatus | undefined;
+  /**
+   * The session has ended (a `session` frame or its summary said status "ended", or an `end` frame
+   * said stopped, crashed or deleted). It stays true; every domain is read-only from then on.
+   */
+  readonly ended: boolean;
   lastEventId: string | undefined;
   subscribe(handlers?: SubscribeHandlers, opts?: { lastEventId?: string }): Subscription;
   close(): void;

@@ -29,10 +29,16 @@
  *     is closed for good (an HTTP error, end{reason:"slow_consumer"}, or end{reason:"moved"}: the
  *     session went to another node of a cluster) the library reopens it with
  *     ?lastEventId=<last id seen>, with backoff. After any other `end` the stream stays closed; the
- *     next prompt/run/answer wakes it (resuming from the last id) unless the reason was "stopped"
- *     or "revoked". A `resync` frame clears the state map; the sticky frames that follow rebuild it.
+ *     next prompt/run/answer wakes it (resuming from the last id) unless the reason was "stopped",
+ *     "crashed" or "deleted" (the session ended) or "revoked". A stream that cannot be reopened
+ *     because the session ended gets the summary as a `session` frame, then end({reason:"stopped"}).
+ *     A `resync` frame clears the state map; the sticky frames that follow rebuild it.
  *   session.lastEventId                    the id of the last frame seen ("<epoch>-<seq>")
- *   session.status                         the last `session` frame ({status, busy, queued, title, ...})
+ *   session.status                         the last `session` frame ({status, busy, queued, title, ...}),
+ *       or the summary that told the client the session had ended (a stream it could not reopen)
+ *   session.ended                          true once the session is known to have ended: a `session`
+ *       frame or the summary said status "ended", or an `end` frame said stopped, crashed or
+ *       deleted. It stays true: an ended session never takes commands or prompts again.
  *   session.onStatus(cb)                   cb(frame) on every `session` frame; → unsubscribe
  *   session.state(key)                     → {value, rev} | undefined (a deleted key is undefined)
  *   session.store                          the Surfaced.StateStore (rev(key) also knows tombstones)
@@ -40,11 +46,14 @@
  *   session.onAnyState(cb)                 cb(key, entry|undefined); → unsubscribe
  *   session.surface(domain)                → {domain, state, rev, available, known, commands, hosted}
  *       state: the `surface:<domain>` snapshot or null; rev: its rev or -1; available: the domain is
- *       listed by GET /api/sessions/{id}/surfaces; known: that list has been loaded at least once.
- *   session.surfaces()                     → the last loaded list [{domain, commands, hosted, rev}]
- *   session.refreshSurfaces()              → Promise<list>; also done on subscribe, when a `session`
- *       frame turns ready, after a resync, and when a snapshot of an unlisted domain arrives
- *   session.onSurfaces(cb)                 cb(list) after every refresh; → unsubscribe
+ *       listed (by the last `session` frame, or GET /api/sessions/{id}/surfaces) as taking commands
+ *       now, and the session has not ended: once session.ended, every domain is read-only, whatever
+ *       a frame or a list answered before said; known: the list has been loaded at least once.
+ *   session.surfaces()                     → the last list [{domain, commands, hosted, rev?, available}]
+ *   session.refreshSurfaces()              → Promise<list>; also done on subscribe, after a resync,
+ *       and when a snapshot of an unlisted domain arrives (every `session` frame carries the list;
+ *       an answer to a request sent before the last such frame is older than it and is dropped)
+ *   session.onSurfaces(cb)                 cb(list) after every change of the list; → unsubscribe
  *   session.pendingDialogs()               → unanswered ui-request dialogs, in arrival order
  *   session.run(domain, action, args)      → Promise<{ok:true, data?} | {ok:false, error:{code, message}}>
  *       never rejects: a network failure is {ok:false, error:{code:"send_failed", message}}, an HTTP
@@ -63,9 +72,9 @@
  *   through the page's own chat (e.g. useChat's sendMessage), so that the chat shows it
  *   bridge.mode        "prompt": the domain takes commands and the session takes prompts;
  *                      "command": the domain takes commands, the conversation is not available (the
- *                      session ended, or the bridge was made with conversation:false);
- *                      "unavailable": the domain is not registered or its agent is down. A panel
- *                      shows that it is read-only then, instead of failing.
+ *                      bridge was made with conversation:false);
+ *                      "unavailable": the domain is not registered, its agent is down, or the
+ *                      session ended. A panel shows that it is read-only then, instead of failing.
  *   bridge.available   mode !== "unavailable"
  *   bridge.run(action, args)               → session.run(domain, action, args) (the control plane)
  *   bridge.prompt(op, {attachmentIds?})    renders the surface-op (renderSurfaceOp) and sends it as a
@@ -121,7 +130,9 @@ const SURFACE_PREFIX = "surface:";
 const FRAME_KINDS = ["state", "chat", "session", "ui-request", "artifact", "diagnostic", "resync", "end"];
 const DIALOG_METHODS = new Set(["select", "confirm", "input", "editor"]);
 // Reasons after which the server will not serve this session to this client again.
-const FINAL_END_REASONS = new Set(["stopped", "revoked"]);
+const FINAL_END_REASONS = new Set(["stopped", "crashed", "deleted", "revoked"]);
+// Reasons that say the session itself ended (for every client).
+const ENDED_REASONS = new Set(["stopped", "crashed", "deleted"]);
 const REOPEN_MIN_MS = 500;
 const REOPEN_MAX_MS = 15000;
 
@@ -380,10 +391,12 @@ class Session {
     this.id = id;
     this.store = new StateStore();
     this.status = undefined;
+    this._ended = false;
     this.lastEventId = undefined;
     this._sub = null;
     this._surfaces = new Map(); // domain → {domain, commands, hosted, rev}
     this._surfacesLoaded = false;
+    this._framesListed = 0; // `session` frames that listed the surfaces (a GET sent before one is stale)
     this._surfaceListeners = new Set();
     this._refreshing = null;
     this._refreshAgain = false;
@@ -415,7 +428,7 @@ class Session {
     this._sub = null;
   }
 
-  // _wake reopens a stream that the server ended (idle, shutdown, crashed) when the user acts
+  // _wake reopens a stream that the server ended (idle, shutdown) when the user acts
   // again: the action restarts the agent and its frames must reach this page.
   _wake() {
     const sub = this._sub;
@@ -437,21 +450,10 @@ class Session {
         safeCall(h.state, data, applied);
         break;
       }
-      case "session": {
-        const wasReady = this.status && this.status.status === "ready";
-        this.status = data;
-        if (data && Array.isArray(data.surfaces)) {
-          // The session says which domains are registered and which of them take commands now
-          // (an agent-hosted domain is unavailable while its agent is down).
-          this._setSurfaces(data.surfaces);
-        } else if (data && data.status === "ready" && !wasReady) {
-          this._unknownChecked.clear();
-          this.refreshSurfaces();
-        }
-        for (const cb of Array.from(this._statusListeners)) safeCall(cb, data);
+      case "session":
+        this._applyStatus(data);
         safeCall(h.session, data);
         break;
-      }
       case "resync":
         this.store.reset();
         this._dialogs.clear();
@@ -476,6 +478,7 @@ class Session {
         safeCall(h.diagnostic, data);
         break;
       case "end":
+        if (data && ENDED_REASONS.has(data.reason)) this._markEnded();
         sub._ended(data && data.reason);
         safeCall(h.end, data);
         break;
@@ -506,6 +509,40 @@ class Session {
     return () => this._statusListeners.delete(cb);
   }
 
+  // ended: the session is over for good (see _markEnded). It never goes back.
+  get ended() {
+    return this._ended;
+  }
+
+  // _applyStatus takes a `session` frame (or a summary, which has the same fields): the status,
+  // and the domains with their availability (an agent-hosted domain is unavailable while its agent
+  // is down; none is available once the session ended).
+  _applyStatus(data) {
+    const wasReady = this.status && this.status.status === "ready";
+    this.status = data;
+    if (data && data.status === "ended") this._ended = true;
+    if (data && Array.isArray(data.surfaces)) {
+      this._framesListed++;
+      this._setSurfaces(data.surfaces);
+    } else if (data && data.status === "ready" && !wasReady) {
+      // A server that does not list the surfaces in its frames.
+      this._unknownChecked.clear();
+      this.refreshSurfaces();
+    } else if (this._ended) {
+      this._notifySurfaces();
+    }
+    for (const cb of Array.from(this._statusListeners)) safeCall(cb, data);
+  }
+
+  // _markEnded: an `end` frame said the session ended. Its `session` frame came first on a server
+  // that sends one; the rule holds without it too: every domain is read-only from now on.
+  _markEnded() {
+    if (this._ended) return;
+    this._ended = true;
+    this._notifySurfaces();
+    for (const cb of Array.from(this._statusListeners)) safeCall(cb, this.status);
+  }
+
   // ---- surfaces
 
   surface(domain) {
@@ -515,7 +552,7 @@ class Session {
       domain: domain,
       state: e ? e.value : null,
       rev: e ? e.rev : -1,
-      available: !!info && info.available !== false,
+      available: !this._ended && !!info && info.available !== false,
       known: this._surfacesLoaded,
       commands: info && Array.isArray(info.commands) ? info.commands.slice() : [],
       hosted: info ? info.hosted : undefined,
@@ -536,6 +573,10 @@ class Session {
     for (const s of list) if (s && typeof s.domain === "string") next.set(s.domain, s);
     this._surfaces = next;
     this._surfacesLoaded = true;
+    this._notifySurfaces();
+  }
+
+  _notifySurfaces() {
     for (const cb of Array.from(this._surfaceListeners)) safeCall(cb, this.surfaces());
   }
 
@@ -550,9 +591,11 @@ class Session {
       try {
         do {
           this._refreshAgain = false;
+          const framesBefore = this._framesListed;
           try {
             const data = await this.client.request("GET", this._path("/surfaces"));
-            this._setSurfaces((data && Array.isArray(data.surfaces) && data.surfaces) || []);
+            // A `session` frame that listed the surfaces after the request was sent is newer.
+            if (this._framesListed === framesBefore) this._setSurfaces((data && Array.isArray(data.surfaces) && data.surfaces) || []);
           } catch (e) {
             // Keep the last list: a transient failure must not make every panel read-only.
             if (root.console && root.console.warn) root.console.warn("surfaced: listing surfaces failed", e);
@@ -758,8 +801,12 @@ class Subscription {
     try {
       const s = await this.session.summary();
       if (s && s.status === "ended") {
+        // The session ended (a page opened on it, or the end frame was missed): take the
+        // summary as its status, surfaces included, before telling the page.
         this.ended = true;
         this.endReason = "stopped";
+        this.session._applyStatus(s);
+        safeCall(this.handlers.session, s);
         safeCall(this.handlers.end, { reason: "stopped" });
         return;
       }
@@ -1093,9 +1140,9 @@ class Bridge {
   }
 
   get mode() {
+    // An ended session takes neither prompts nor commands: surface().available is false then.
     if (!this.session.surface(this.domain).available) return "unavailable";
-    const st = this.session.status;
-    if (!this._conversation || (st && st.status === "ended")) return "command";
+    if (!this._conversation) return "command";
     return "prompt";
   }
 

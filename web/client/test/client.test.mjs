@@ -42,12 +42,111 @@ test("bridge: unavailable until the domain is registered, prompt while it is, un
   assert.ok(seen.length >= 3);
 });
 
-test("bridge: command mode when the session ended or the conversation is off", () => {
+test("bridge: command mode when the conversation is off; unavailable once the session ended", () => {
   const { session, es } = setup();
   es.emit("session", "1-1", { status: "ready", surfaces: [demoOn] });
   assert.equal(session.bridge("demo", { conversation: false }).mode, "command");
-  es.emit("session", "1-2", { status: "ended", surfaces: [demoOn] });
-  assert.equal(session.bridge("demo").mode, "command");
+  es.emit("session", "1-2", { status: "ended", surfaces: [{ ...demoOn, available: false }] });
+  assert.equal(session.bridge("demo").mode, "unavailable", "an ended session takes no commands");
+  assert.equal(session.bridge("demo", { conversation: false }).mode, "unavailable");
+});
+
+// The rule of an ended session: every domain is read-only, whatever the frames before (or a list
+// answered late) said. A server before every frame listed the surfaces sent an ended frame without
+// them, and a page kept the last list's available:true.
+const notesOn = { domain: "notes", hosted: "native", available: true, commands: ["add"] };
+
+test("ended: a frame without surfaces after ready leaves every domain read-only", () => {
+  const { session, es } = setup();
+  const bridge = session.bridge("demo");
+  const modes = [];
+  bridge.onChange((b) => modes.push(b.mode));
+  es.emit("session", "1-1", { status: "ready", surfaces: [demoOn, notesOn] });
+  assert.equal(session.surface("demo").available, true);
+  assert.equal(session.ended, false);
+  es.emit("session", "1-2", { status: "ended", code: "restart_exhausted" });
+  assert.equal(session.ended, true);
+  assert.equal(session.surface("demo").available, false, "agent-hosted");
+  assert.equal(session.surface("notes").available, false, "native: an ended session takes no commands at all");
+  assert.equal(bridge.mode, "unavailable");
+  assert.equal(bridge.available, false);
+  assert.equal(modes.at(-1), "unavailable", "onChange told the panel");
+});
+
+test("ended: an ended frame that still says available is read-only", () => {
+  const { session, es } = setup();
+  es.emit("session", "1-1", { status: "ended", surfaces: [demoOn, notesOn] });
+  assert.equal(session.surface("demo").available, false);
+  assert.equal(session.surface("notes").available, false);
+  assert.equal(session.surface("demo").known, true);
+  assert.deepEqual(session.surface("notes").commands, ["add"], "the list stays: what the domain was");
+});
+
+test("ended: an end frame that says the session ended is enough, without a session frame", () => {
+  for (const reason of ["stopped", "crashed", "deleted"]) {
+    const { session, es } = setup();
+    const seen = [];
+    session.onSurfaces(() => seen.push(session.surface("demo").available));
+    es.emit("session", "1-1", { status: "ready", surfaces: [demoOn] });
+    es.emit("end", "1-2", { reason });
+    assert.equal(session.ended, true, reason);
+    assert.equal(session.surface("demo").available, false, reason);
+    assert.equal(session.bridge("demo").mode, "unavailable", reason);
+    assert.equal(seen.at(-1), false, reason + ": surface listeners were told");
+  }
+  for (const reason of ["idle", "shutdown", "moved", "slow_consumer", "revoked"]) {
+    const { session, es } = setup();
+    es.emit("session", "1-1", { status: "ready", surfaces: [demoOn] });
+    es.emit("end", "1-2", { reason });
+    assert.equal(session.ended, false, reason + " does not end the session");
+  }
+});
+
+test("ended: later frames and a surface list answered late do not make a domain available again", async () => {
+  let release;
+  const late = new Promise((r) => (release = r));
+  let gets = 0;
+  const answers = [
+    () => response(200, { surfaces: [] }), // the subscription's own
+    () => late.then(() => response(200, { surfaces: [demoOn] })), // sent while ready, answered after the end
+  ];
+  const { session, es } = setup({
+    "GET /api/sessions/s1/surfaces": () => (answers[gets++] || (() => response(200, { surfaces: [{ ...demoOn, available: false }] })))(),
+  });
+  for (let i = 0; i < 5 && gets < 1; i++) await tick();
+  await tick(); // the subscription's own list is in
+  es.emit("session", "1-1", { status: "ready", surfaces: [demoOn] });
+  const listed = session.refreshSurfaces();
+  assert.equal(gets, 2);
+  es.emit("session", "1-2", { status: "ended", surfaces: [{ ...demoOn, available: false }] });
+  release();
+  await listed;
+  assert.equal(session.surfaces().find((s) => s.domain === "demo").available, false, "the list sent before the frame is older: dropped");
+  assert.equal(session.surface("demo").available, false);
+  es.emit("session", "1-3", { status: "ready", surfaces: [demoOn] });
+  assert.equal(session.ended, true, "ended is for good");
+  assert.equal(session.surface("demo").available, false);
+  assert.equal(session.bridge("demo").mode, "unavailable");
+});
+
+test("ended: a stream refused because the session ended takes the summary as its status", async () => {
+  FakeEventSource.all = [];
+  const summary = { sessionId: "s1", status: "ended", code: "restart_exhausted", detail: "the agent crashed",
+    surfaces: [{ ...demoOn, rev: 3, available: false }, { ...notesOn, rev: 1, available: false }] };
+  const f = fakeFetch({ "GET /api/sessions/s1/surfaces": response(200, { surfaces: [] }), "GET /api/sessions/s1": response(200, summary) });
+  const client = new Client({ fetch: f.fetch, EventSource: FakeEventSource, ...noTimers });
+  const session = client.session("s1");
+  const calls = [];
+  session.subscribe({ session: (s) => calls.push(["session", s.status]), end: (d) => calls.push(["end", d.reason]) });
+  const es = FakeEventSource.all[0];
+  es.readyState = FakeEventSource.CLOSED; // the server answered 409 session_ended
+  es.onerror({});
+  for (let i = 0; i < 5 && calls.length < 2; i++) await tick();
+  assert.deepEqual(calls, [["session", "ended"], ["end", "stopped"]]);
+  assert.equal(session.ended, true);
+  assert.equal(session.status.code, "restart_exhausted");
+  assert.deepEqual(session.surfaces().map((s) => s.domain), ["demo", "notes"]);
+  assert.equal(session.surface("notes").available, false);
 });
 
 test("bridge.prompt renders the surface-op and sends it as a prompt with its attachments", async () => {
@@ -84,15 +183,21 @@ test("bridge.prompt never rejects: unavailable, no_fallback, the fallback comman
   assert.equal(r.error.code, "unavailable");
   assert.equal(requests.filter((q) => q.key.startsWith("POST")).length, 0);
 
-  es.emit("session", "1-1", { status: "ended", surfaces: [demoOn] });
-  r = await session.bridge("demo").prompt({ title: "T", tool: "increment" });
+  es.emit("session", "1-1", { status: "ready", surfaces: [demoOn] });
+  const noChat = session.bridge("demo", { conversation: false });
+  r = await noChat.prompt({ title: "T", tool: "increment" });
   assert.equal(r.error.code, "no_fallback");
-  r = await session.bridge("demo").prompt(op);
+  r = await noChat.prompt(op);
   assert.deepEqual(r, { ok: true, channel: "command", result: { ok: true, data: { count: 1 } } });
 
-  es.emit("session", "1-2", { status: "ready", surfaces: [demoOn] });
   r = await session.bridge("demo").prompt(op);
   assert.deepEqual(r, { ok: false, error: { code: "agent_unavailable", message: "down" } });
+
+  es.emit("session", "1-2", { status: "ended", surfaces: [{ ...demoOn, available: false }] });
+  const before = requests.length;
+  r = await noChat.prompt(op);
+  assert.equal(r.error.code, "unavailable", "an ended session runs no fallback command");
+  assert.equal(requests.length, before, "nothing was sent");
 });
 
 test("bridge.run goes to the control plane", async () => {

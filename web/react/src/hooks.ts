@@ -30,7 +30,7 @@ export interface SurfaceHandle<S> {
   state: S | undefined;
   /** Its rev (-1 before the first snapshot); revs only rise. */
   rev: number;
-  /** The domain is registered and takes commands now (its agent is up). */
+  /** The domain is registered and takes commands now (its agent is up; never once the session ended). */
   available: boolean;
   /** Runs a command on the control plane; never rejects. Its effect arrives as a snapshot. */
   run: <T = unknown>(action: string, args?: unknown) => Promise<CommandResult<T>>;
@@ -73,8 +73,8 @@ export function useSurface<S = unknown>(domain: string): SurfaceHandle<S> {
 export interface ConversationBridge {
   /**
    * "prompt": ops go through the conversation; "command": only the control plane is open (the
-   * session ended); "unavailable": the domain is not registered or its agent is down, and the panel
-   * must show that it is read-only.
+   * bridge was made without a conversation); "unavailable": the domain is not registered, its agent
+   * is down, or the session ended, and the panel must show that it is read-only.
    */
   mode: BridgeMode;
   available: boolean;

@@ -74,8 +74,19 @@ test("useConversationBridge: the mode follows the session; prompt goes through t
   await m.emit("session", "1-2", { status: "error", surfaces: [{ ...demoOn, available: false }] });
   assert.equal(m.seen.current.mode, "unavailable");
   assert.equal(m.seen.current.available, false);
-  await m.emit("session", "1-3", { status: "ended", surfaces: [demoOn] });
-  assert.equal(m.seen.current.mode, "command");
+  await m.emit("session", "1-3", { status: "ready", surfaces: [demoOn] });
+  assert.equal(m.seen.current.mode, "prompt");
+  await m.emit("end", "1-4", { reason: "crashed" });
+  assert.equal(m.seen.current.mode, "unavailable", "the session ended: read-only");
+  await m.unmount();
+});
+
+test("useSurface: read-only once the session ended, whatever the frames before said", async () => {
+  const m = await mount(() => lib.useSurface("demo"));
+  await m.emit("session", "1-1", { status: "ready", surfaces: [demoOn] });
+  assert.equal(m.seen.current.available, true);
+  await m.emit("session", "1-2", { status: "ended", code: "restart_exhausted" }); // no surfaces
+  assert.equal(m.seen.current.available, false);
   await m.unmount();
 });
 

@@ -426,8 +426,9 @@
     document.title = title + " · surfaced";
     let text;
     let kind;
-    if (cur.ended) {
+    if (cur.ended || cur.session.ended) {
       text = cur.endNote || "ended";
+      if (cur.session.ended && st && st.status === "ended" && st.detail) text = "ended — " + st.detail;
       kind = "ended";
     } else if (!st) {
       text = "connecting…";
@@ -450,7 +451,9 @@
     show(el.sessionQueued, queued > 0);
     const busy = !!(st && st.busy) && !cur.ended;
     show(el.abort, busy);
-    const closedForGood = cur.ended && cur.endReason !== "idle" && cur.endReason !== "shutdown" && cur.endReason !== "crashed";
+    // An ended session (DELETE, the agent done, its restarts spent) takes nothing any more; a
+    // session asleep or on a daemon going down wakes at the next message.
+    const closedForGood = cur.session.ended || (cur.ended && cur.endReason !== "idle" && cur.endReason !== "shutdown");
     el.composerInput.disabled = closedForGood;
     el.send.disabled = closedForGood;
     el.attach.disabled = closedForGood;
@@ -458,7 +461,7 @@
 
   function onSessionFrame(cur, f) {
     cur.status = f;
-    if (f.status !== "ended" && cur.ended && cur.endReason !== "stopped") {
+    if (f.status !== "ended" && cur.ended && !cur.session.ended) {
       cur.ended = false; // the stream was woken again
       cur.endNote = "";
     }
@@ -480,7 +483,7 @@
     cur.endNote = {
       stopped: "ended",
       idle: "asleep — send a message to wake it",
-      crashed: "the agent crashed",
+      crashed: "ended — the agent crashed too often",
       shutdown: "the daemon is shutting down",
       revoked: "access revoked",
     }[reason] || "stream ended (" + reason + ")";
@@ -1252,6 +1255,7 @@
 
   // agentSettling: the surface list is not final while the agent is still starting.
   function agentSettling(cur, domain) {
+    if (cur.session.ended) return false; // read-only for good, not waiting for anything
     if (!cur.session.surface(domain).known) return true;
     return !cur.status || cur.status.status === "starting";
   }
@@ -1351,6 +1355,7 @@
         commands: sf.commands.filter((c) => typeof c === "string" && !c.startsWith(SURFACE_PREFIX)),
         hosted: sf.hosted,
         settling: !sf.available && agentSettling(cur, domain),
+        ended: s.ended,
       };
     };
     const api = Object.freeze({
@@ -1416,7 +1421,7 @@
       shell.hosted.textContent = v.hosted || "";
       shell.hosted.hidden = true;
       shell.root.dataset.available = v.available ? "true" : "false";
-      const key = [v.rev, v.available, v.settling, v.known, v.commands.join("\u0000")].join("|");
+      const key = [v.rev, v.available, v.settling, v.ended, v.known, v.commands.join("\u0000")].join("|");
       if (key === lastKey) return;
       lastKey = key;
       for (const cb of Array.from(listeners)) {
@@ -1469,7 +1474,7 @@
     const failed = cur.failedPanels.get(domain);
     const failedNote = failed ? h("p", { class: "notice error", role: "alert", "data-testid": tid + "-panel-failed",
       text: "The agent's " + domain + " panel " + failed + ". Showing the snapshot instead." }) : null;
-    const unavailable = h("p", { class: "notice", "data-testid": tid + "-unavailable", text: domain + " surface unavailable (read-only)" });
+    const unavailable = h("p", { class: "notice", "data-testid": tid + "-unavailable" });
     const snapshot = h("pre", { class: "snapshot", "data-testid": tid + "-state", tabindex: "0", "aria-label": domain + " snapshot" });
     const gallery = h("div", { class: "artifact-gallery", "data-testid": tid + "-artifacts", "aria-label": "Artifacts in the " + domain + " snapshot" });
     let galleryKey = "";
@@ -1543,7 +1548,10 @@
       }
       const nodes = [];
       if (failedNote) nodes.push(failedNote);
-      if (!sf.available) nodes.push(unavailable);
+      if (!sf.available) {
+        unavailable.textContent = s.ended ? "The session has ended: " + domain + " is read-only." : domain + " surface unavailable (read-only)";
+        nodes.push(unavailable);
+      }
       nodes.push(snapshot);
       if (ids.length) nodes.push(gallery);
       if (sf.available) nodes.push(form);

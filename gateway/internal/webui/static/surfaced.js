@@ -11,7 +11,8 @@
   var SURFACE_PREFIX = "surface:";
   var FRAME_KINDS = ["state", "chat", "session", "ui-request", "artifact", "diagnostic", "resync", "end"];
   var DIALOG_METHODS = /* @__PURE__ */ new Set(["select", "confirm", "input", "editor"]);
-  var FINAL_END_REASONS = /* @__PURE__ */ new Set(["stopped", "revoked"]);
+  var FINAL_END_REASONS = /* @__PURE__ */ new Set(["stopped", "crashed", "deleted", "revoked"]);
+  var ENDED_REASONS = /* @__PURE__ */ new Set(["stopped", "crashed", "deleted"]);
   var REOPEN_MIN_MS = 500;
   var REOPEN_MAX_MS = 15e3;
   function renderSurfaceOp(op) {
@@ -233,10 +234,12 @@
       this.id = id;
       this.store = new StateStore();
       this.status = void 0;
+      this._ended = false;
       this.lastEventId = void 0;
       this._sub = null;
       this._surfaces = /* @__PURE__ */ new Map();
       this._surfacesLoaded = false;
+      this._framesListed = 0;
       this._surfaceListeners = /* @__PURE__ */ new Set();
       this._refreshing = null;
       this._refreshAgain = false;
@@ -263,7 +266,7 @@
       if (this._sub) this._sub.close();
       this._sub = null;
     }
-    // _wake reopens a stream that the server ended (idle, shutdown, crashed) when the user acts
+    // _wake reopens a stream that the server ended (idle, shutdown) when the user acts
     // again: the action restarts the agent and its frames must reach this page.
     _wake() {
       const sub = this._sub;
@@ -284,19 +287,10 @@
           safeCall(h.state, data, applied);
           break;
         }
-        case "session": {
-          const wasReady = this.status && this.status.status === "ready";
-          this.status = data;
-          if (data && Array.isArray(data.surfaces)) {
-            this._setSurfaces(data.surfaces);
-          } else if (data && data.status === "ready" && !wasReady) {
-            this._unknownChecked.clear();
-            this.refreshSurfaces();
-          }
-          for (const cb of Array.from(this._statusListeners)) safeCall(cb, data);
+        case "session":
+          this._applyStatus(data);
           safeCall(h.session, data);
           break;
-        }
         case "resync":
           this.store.reset();
           this._dialogs.clear();
@@ -321,6 +315,7 @@
           safeCall(h.diagnostic, data);
           break;
         case "end":
+          if (data && ENDED_REASONS.has(data.reason)) this._markEnded();
           sub._ended(data && data.reason);
           safeCall(h.end, data);
           break;
@@ -344,6 +339,36 @@
       this._statusListeners.add(cb);
       return () => this._statusListeners.delete(cb);
     }
+    // ended: the session is over for good (see _markEnded). It never goes back.
+    get ended() {
+      return this._ended;
+    }
+    // _applyStatus takes a `session` frame (or a summary, which has the same fields): the status,
+    // and the domains with their availability (an agent-hosted domain is unavailable while its agent
+    // is down; none is available once the session ended).
+    _applyStatus(data) {
+      const wasReady = this.status && this.status.status === "ready";
+      this.status = data;
+      if (data && data.status === "ended") this._ended = true;
+      if (data && Array.isArray(data.surfaces)) {
+        this._framesListed++;
+        this._setSurfaces(data.surfaces);
+      } else if (data && data.status === "ready" && !wasReady) {
+        this._unknownChecked.clear();
+        this.refreshSurfaces();
+      } else if (this._ended) {
+        this._notifySurfaces();
+      }
+      for (const cb of Array.from(this._statusListeners)) safeCall(cb, data);
+    }
+    // _markEnded: an `end` frame said the session ended. Its `session` frame came first on a server
+    // that sends one; the rule holds without it too: every domain is read-only from now on.
+    _markEnded() {
+      if (this._ended) return;
+      this._ended = true;
+      this._notifySurfaces();
+      for (const cb of Array.from(this._statusListeners)) safeCall(cb, this.status);
+    }
     // ---- surfaces
     surface(domain) {
       const e = this.store.get(SURFACE_PREFIX + domain);
@@ -352,7 +377,7 @@
         domain,
         state: e ? e.value : null,
         rev: e ? e.rev : -1,
-        available: !!info && info.available !== false,
+        available: !this._ended && !!info && info.available !== false,
         known: this._surfacesLoaded,
         commands: info && Array.isArray(info.commands) ? info.commands.slice() : [],
         hosted: info ? info.hosted : void 0
@@ -370,6 +395,9 @@
       for (const s of list) if (s && typeof s.domain === "string") next.set(s.domain, s);
       this._surfaces = next;
       this._surfacesLoaded = true;
+      this._notifySurfaces();
+    }
+    _notifySurfaces() {
       for (const cb of Array.from(this._surfaceListeners)) safeCall(cb, this.surfaces());
     }
     // refreshSurfaces reloads the registered domains. Calls that arrive while a load runs are folded
@@ -383,9 +411,10 @@
         try {
           do {
             this._refreshAgain = false;
+            const framesBefore = this._framesListed;
             try {
               const data = await this.client.request("GET", this._path("/surfaces"));
-              this._setSurfaces(data && Array.isArray(data.surfaces) && data.surfaces || []);
+              if (this._framesListed === framesBefore) this._setSurfaces(data && Array.isArray(data.surfaces) && data.surfaces || []);
             } catch (e) {
               if (root.console && root.console.warn) root.console.warn("surfaced: listing surfaces failed", e);
             }
@@ -567,6 +596,8 @@
         if (s && s.status === "ended") {
           this.ended = true;
           this.endReason = "stopped";
+          this.session._applyStatus(s);
+          safeCall(this.handlers.session, s);
           safeCall(this.handlers.end, { reason: "stopped" });
           return;
         }
@@ -871,8 +902,7 @@
     }
     get mode() {
       if (!this.session.surface(this.domain).available) return "unavailable";
-      const st = this.session.status;
-      if (!this._conversation || st && st.status === "ended") return "command";
+      if (!this._conversation) return "command";
       return "prompt";
     }
     get available() {
