@@ -174,10 +174,11 @@ type (
 // the agent, sends what it emitted to the subscribers as one batch, then
 // looks at the idle clock.
 func (s *sessionActor) Receive(ctx actor.Context) {
+	taken := s.clock.Now()
 	s.behavior.Receive(ctx)
 	s.settleWaiting(ctx)
 	s.flush(ctx)
-	s.checkIdle(ctx)
+	s.checkIdle(ctx, taken)
 }
 
 // activating is a cluster grain before the cluster names it.

@@ -16,8 +16,8 @@ import (
 // The clock starts when the session is activated and starts again at each
 // use: a client's request that needs the agent or changes the session
 // (subscribe, prompt, abort, command, data page, state write, dialog
-// answer; in an ended session any request, reads included), and the moment
-// the last client leaves or the last turn ends. It is held while a client
+// answer; in an ended session any request, reads included), the moment the
+// last client leaves or the last turn ends, and the session's end. It is held while a client
 // watches or a turn runs or waits. Nothing else moves it: the agent's own
 // lines, the store's answers, lease renewals and the session's other timers
 // come and go without keeping a session awake. It runs on the session's
@@ -55,17 +55,12 @@ func usesSession(msg any, ended bool) bool {
 }
 
 // idleAfter is how long the session may go unused before it goes: the idle
-// timeout of a live session (0: never), the linger of an ended one, nothing
-// for an activation that is not serving.
+// timeout of a live session (0: never), the linger of an ended one.
 func (s *sessionActor) idleAfter() time.Duration {
-	switch {
-	case s.idle.off || !s.activated || s.refusal != nil || s.hub == nil:
-		return 0
-	case s.status.status == StatusEnded:
+	if s.status.status == StatusEnded {
 		return s.lim.EndedLinger
-	default:
-		return s.lim.IdleTimeout
 	}
+	return s.lim.IdleTimeout
 }
 
 // occupied: a client watches, or (live) a turn runs or waits.
@@ -86,18 +81,19 @@ func (s *sessionActor) quiet() bool {
 	return s.status.status == StatusEnded || (s.kv.Pending() == 0 && len(s.prompts) == 0 && len(s.waiting) == 0)
 }
 
-// checkIdle runs after every message: it holds, arms or fires the idle
-// clock.
-func (s *sessionActor) checkIdle(ctx actor.Context) {
-	after := s.idleAfter()
-	if after <= 0 {
+// checkIdle runs after every message, with the time the message was taken
+// (a use counts from when it came, not from when its answer had gone): it
+// follows the uses and the occupation of the session (whatever the limits:
+// an ended session lingers from its last use, not from its activation), and
+// holds, arms or fires the idle timer.
+func (s *sessionActor) checkIdle(ctx actor.Context, now time.Time) {
+	if s.idle.off || !s.activated || s.refusal != nil || s.hub == nil {
 		s.stopIdleTimer()
 		return
 	}
-	if usesSession(ctx.Message(), s.status.status == StatusEnded) {
-		s.used()
+	if usesSession(ctx.Message(), s.status.status == StatusEnded) && now.After(s.idle.since) {
+		s.idle.since = now
 	}
-	now := s.clock.Now()
 	if s.occupied() {
 		s.idle.held = true
 		s.stopIdleTimer()
@@ -107,7 +103,13 @@ func (s *sessionActor) checkIdle(ctx actor.Context) {
 		s.idle.held = false
 		s.idle.since = now
 	}
+	after := s.idleAfter()
+	if after <= 0 {
+		s.stopIdleTimer()
+		return
+	}
 	left := after - now.Sub(s.idle.since)
+
 	if left > 0 {
 		if s.idle.timer == nil {
 			s.idle.gen++

@@ -148,3 +148,21 @@ func TestCommandStartsTheIdleClockAgain(t *testing.T) {
 	u.advance(time.Millisecond)
 	u.asleep("asleep idle_timeout after the command")
 }
+
+// An ended session's actor lingers limits.ended_linger from its end, not
+// from its activation, also when live sessions never sleep (idle_timeout 0)
+// and nobody watches.
+func TestEndedSessionLingersFromItsEnd(t *testing.T) {
+	u := newUnwatched(t, session.Limits{EndedLinger: time.Minute, RestartMax: -1})
+	testkit.Eventually(t, 10*time.Second, func() bool { return u.summary().GetStatus() == session.StatusReady }, "the agent ready")
+	u.advance(10 * time.Minute)
+	u.req(&pb.RunCommand{Caller: &pb.Caller{Subject: "o"}, Domain: "demo", Action: "crash"})
+	testkit.Eventually(t, 10*time.Second, func() bool { return u.summary().GetStatus() == session.StatusEnded }, "ended (no restarts)")
+	if !u.clock.WaitPending(1, 10*time.Second) {
+		t.Fatal("no linger timer armed")
+	}
+	u.advance(time.Minute - time.Millisecond)
+	u.awake("a millisecond before the linger is over")
+	u.advance(time.Millisecond)
+	testkit.Eventually(t, 10*time.Second, func() bool { return u.gone.Load() == 1 }, "the ended session's actor gone after its linger")
+}

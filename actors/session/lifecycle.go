@@ -159,6 +159,7 @@ func (s *sessionActor) end(ctx actor.Context, reason, code, detail string) {
 	s.setStatus(StatusEnded, code, detail)
 	s.hub.End(reason)
 	s.behavior.Become(s.ended)
+	s.used() // it lingers from its end
 }
 
 // sleep stops the agent without ending the session (shutdown, idle, moved):
