@@ -103,8 +103,13 @@ type Config struct {
 	EndedRetention time.Duration
 	// Clock runs the runtime's sweeps (orphaned artifact bytes, ended
 	// sessions) and dates signed URLs (nil: the wall clock). Sessions keep
-	// the wall clock.
+	// the wall clock unless SessionClock is set.
 	Clock clock.Clock
+	// SessionClock runs the sessions' timers: readiness, the restart
+	// back-off and its window, the idle clock and the ended linger, the
+	// settle window, abort grace, lease renewal (nil: the wall clock). A
+	// test sets a fake one to hold a session at a point of its life.
+	SessionClock clock.Clock
 	// ScratchDir holds the sessions' scratch directories, where agents
 	// write the files they put as artifacts and read the ones they get
 	// (SURFACED_ARTIFACT_DIR). Empty: surfaced-scratch in the system's
@@ -234,6 +239,7 @@ func New(cfg Config) (*Runtime, error) {
 		Deactivated: r.deactivated,
 		Tracker:     tracker,
 		Admit:       r.admitSession,
+		Clock:       cfg.SessionClock,
 	}
 	if cfg.Cluster != nil {
 		if err := r.startCluster(); err != nil {

@@ -33,7 +33,9 @@
 // agent_ready), -no-agent-start (turns without agent_start), -ignore-abort
 // (abort is answered and ignored), -ignore-term (SIGTERM and the end of stdin are
 // ignored), -surfaces-once FILE (domains are declared only by the first
-// process, which creates FILE: a restarted agent declares none).
+// process, which creates FILE: a restarted agent declares none), -ready-gate
+// FILE (agent_ready waits while FILE exists: the agent stays starting until
+// the test removes it, or kills it).
 package main
 
 import (
@@ -54,6 +56,7 @@ var (
 	surfaces = flag.String("surfaces", "demo", "comma-separated agent-hosted domains")
 	dup      = flag.Bool("dup", false, "declare the first domain twice")
 	readyAt  = flag.Duration("ready-delay", 0, "wait before agent_ready")
+	gate     = flag.String("ready-gate", "", "wait before agent_ready while this file exists (a test holds the agent in starting)")
 	data     = flag.Bool("data", false, "declare every domain with a data plane (surface_fetch)")
 	schemas  = flag.Bool("schemas", false, "declare args schemas: echo takes {text: string} (required), fill {text}, sleep {ms: integer}")
 
@@ -114,6 +117,9 @@ func main() {
 	if *mode == "surfaced" {
 		if *readyAt > 0 {
 			time.Sleep(*readyAt)
+		}
+		for *gate != "" && exists(*gate) {
+			time.Sleep(10 * time.Millisecond)
 		}
 		domains := strings.Split(*surfaces, ",")
 		if *surfacesOnce != "" {
@@ -405,4 +411,9 @@ func turn(msg string, stop chan struct{}) {
 	write(map[string]any{"type": "turn_end"})
 	idle()
 	write(map[string]any{"type": "agent_end", "messages": []any{final}})
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -408,6 +408,8 @@
 
   // ------------------------------------------------------------------ header and status
 
+  const composerPlaceholder = el.composerInput.placeholder;
+
   function setStatusLine(text, kind) {
     el.sessionStatus.textContent = text;
     el.sessionStatus.className = "status status-" + kind;
@@ -455,8 +457,10 @@
     // session asleep or on a daemon going down wakes at the next message.
     const closedForGood = cur.session.ended || (cur.ended && cur.endReason !== "idle" && cur.endReason !== "shutdown");
     el.composerInput.disabled = closedForGood;
+    el.composerInput.placeholder = cur.session.ended ? "This session has ended: start a new session to go on" : composerPlaceholder;
     el.send.disabled = closedForGood;
     el.attach.disabled = closedForGood;
+    if (cur.session.ended) show(el.endSession, false); // nothing left to end
   }
 
   function onSessionFrame(cur, f) {
