@@ -78,7 +78,8 @@ type Config struct {
 	NodeID string
 	// Props adds props options to every actor of a session (the inspector).
 	Props func(kind, sessionID, domain string) []actor.PropsOption
-	// StoreWorkers is the number of store writer goroutines (default 4).
+	// StoreWorkers is the number of store writer goroutines (default: as
+	// many as the store writes at once, store.ConcurrentWrites, else 4).
 	StoreWorkers int
 	// Cluster, when set, makes this runtime a member of a protoactor cluster:
 	// sessions are grains placed by the cluster and fenced by leases in the

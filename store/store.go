@@ -266,6 +266,15 @@ type Batcher interface {
 	PutKVBatch(ctx context.Context, items []KVBatch) (itemErrs []error, err error)
 }
 
+// ConcurrentWrites is implemented by stores that run only so many writes
+// at once (SQLite: one writer connection). NewWriter, when not told how
+// many workers to start, starts that many, so that the writes queued for
+// the store's connection wait in a worker's queue instead and go in its
+// next batch (a Batcher's one transaction).
+type ConcurrentWrites interface {
+	ConcurrentWrites() int
+}
+
 // KVBatch is one session's part of a PutKVBatch.
 type KVBatch struct {
 	SessionID string

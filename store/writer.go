@@ -205,8 +205,12 @@ type writerWorker struct {
 
 type chainKey struct{ session, chain string }
 
-// NewWriter starts workers goroutines (0 means 4) writing to s.
+// NewWriter starts workers goroutines writing to s; 0 means what s says it
+// can write at once (ConcurrentWrites), else 4.
 func NewWriter(s Store, workers int, log *slog.Logger, opts ...WriterOption) *Writer {
+	if c, ok := s.(ConcurrentWrites); ok && workers <= 0 {
+		workers = c.ConcurrentWrites()
+	}
 	if workers <= 0 {
 		workers = 4
 	}

@@ -448,6 +448,94 @@ func (s *Store) PutKV(ctx context.Context, sessionID string, fence store.Fence, 
 	return nil
 }
 
+// PutKVBatch implements store.Batcher: the items of many sessions in one
+// transaction, so that they share one commit (one append to the WAL, one
+// lock of the database) instead of one each. Each item is written as PutKV
+// writes it: its fence checked in the transaction, a key's rev never
+// lowered. An item refused for what it is (an invalid entry, a missing
+// session, a stale fence) writes nothing and fails alone; any other failure
+// rolls the whole transaction back.
+func (s *Store) PutKVBatch(ctx context.Context, items []store.KVBatch) ([]error, error) {
+	const op = "put kv batch"
+	if s.closed.Load() {
+		return nil, store.ErrClosed
+	}
+	itemErrs := make([]error, len(items))
+	valid := 0
+	for i, it := range items {
+		if err := store.CheckSessionID(it.SessionID); err != nil {
+			itemErrs[i] = s.fail(op, "", err)
+			continue
+		}
+		if err := store.CheckKV(it.Entries); err != nil {
+			itemErrs[i] = s.fail(op, it.SessionID, err)
+			continue
+		}
+		valid++
+	}
+	if valid == 0 {
+		return itemErrs, nil
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		upsert := tx.StmtContext(ctx, s.st.upsertKV)
+		for i, it := range items {
+			if itemErrs[i] != nil {
+				continue
+			}
+			if it.Fence != 0 {
+				err := s.checkFence(ctx, tx.StmtContext(ctx, s.st.checkFence), it.SessionID, it.Fence)
+				if errors.Is(err, store.ErrFenced) {
+					itemErrs[i] = s.fail(op, it.SessionID, err)
+					continue
+				}
+				if err != nil {
+					return err
+				}
+			}
+			if len(it.Entries) == 0 {
+				var one int
+				err := tx.StmtContext(ctx, s.st.writeExists).QueryRowContext(ctx, it.SessionID).Scan(&one)
+				if errors.Is(err, sql.ErrNoRows) {
+					itemErrs[i] = s.fail(op, it.SessionID, store.ErrNotFound)
+					continue
+				}
+				if err != nil {
+					return err
+				}
+			}
+			for j, e := range it.Entries {
+				var value any
+				if !e.Deleted {
+					value = e.Value
+				}
+				_, err := upsert.ExecContext(ctx, it.SessionID, e.Key, value, int64(e.Rev), e.Deleted)
+				if err == nil {
+					continue
+				}
+				// A missing session fails its first entry (the foreign
+				// key), before anything of the item is written; the
+				// statement alone is undone, not the transaction.
+				if err = noSession(err); errors.Is(err, store.ErrNotFound) && j == 0 {
+					itemErrs[i] = s.fail(op, it.SessionID, err)
+					break
+				}
+				return fmt.Errorf("session %q, entry %d: %w", it.SessionID, j, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, s.failWrite(op, "", err)
+	}
+	return itemErrs, nil
+}
+
+// ConcurrentWrites implements store.ConcurrentWrites: the store has one
+// writer connection, so a store.Writer writes through one worker, whose
+// batches then hold every session's queued writes (PutKVBatch), instead of
+// several workers taking turns on the connection, a transaction each.
+func (s *Store) ConcurrentWrites() int { return 1 }
+
 // LoadKV implements store.Store.
 func (s *Store) LoadKV(ctx context.Context, sessionID string) ([]store.KV, error) {
 	const op = "load kv"

@@ -69,7 +69,11 @@ type Store struct {
 	closeOnce sync.Once
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store            = (*Store)(nil)
+	_ store.Batcher          = (*Store)(nil)
+	_ store.ConcurrentWrites = (*Store)(nil)
+)
 
 // Option configures Open.
 type Option func(*config)

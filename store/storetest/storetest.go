@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"KVIsolation", testKVIsolation},
 		{"KVBadBatchWritesNothing", testKVBadBatch},
 		{"KVConcurrentRevs", testKVConcurrentRevs},
+		{"KVBatchOfSessions", testKVBatchOfSessions},
 		{"Concurrency", testConcurrency},
 		{"CanceledContext", testCanceledContext},
 		{"OddBytes", testOddBytes},
@@ -1138,6 +1139,68 @@ func testKVBadBatch(t *testing.T, s store.Store) {
 	got, err := s.LoadKV(ctx, "kbad")
 	must(t, err)
 	equalKVs(t, got, []store.KV{{Key: "a", Value: []byte("1"), Rev: 1}})
+}
+
+// testKVBatchOfSessions: a store.Batcher writes several sessions' entries
+// in one transaction; an item refused for what it is (a missing session, a
+// stale fence, a bad entry) fails alone and writes nothing, the others
+// land, a key's rev never goes down. Stores that are not Batchers skip it.
+func testKVBatchOfSessions(t *testing.T, s store.Store) {
+	b, ok := s.(store.Batcher)
+	if !ok {
+		t.Skipf("%T is not a store.Batcher", s)
+	}
+	ctx := context.Background()
+	for _, id := range []string{"ba", "bb", "bc", "bd"} {
+		must(t, s.CreateSession(ctx, store.Session{ID: id, Owner: "alice"}))
+	}
+	ls := leaser(t, s)
+	old, err := ls.AcquireLease(ctx, "bc", "node-1", time.Minute)
+	must(t, err)
+	must(t, ls.ReleaseLease(ctx, "bc", old.Token))
+	cur, err := ls.AcquireLease(ctx, "bd", "node-1", time.Minute)
+	must(t, err)
+	kv := func(key string, rev uint64) []store.KV {
+		return []store.KV{{Key: key, Value: []byte(fmt.Sprint(rev)), Rev: rev}}
+	}
+	must(t, s.PutKV(ctx, "bb", 0, kv("z", 5)))
+	errs, err := b.PutKVBatch(ctx, []store.KVBatch{
+		{SessionID: "ba", Entries: append(kv("x", 1), kv("y", 1)...)},
+		{SessionID: "missing", Entries: kv("x", 1)},
+		{SessionID: "bb", Entries: append(kv("x", 1), kv("z", 4)...)},
+		{SessionID: "bc", Fence: store.Fence(old.Token), Entries: kv("x", 1)},
+		{SessionID: "bb", Entries: []store.KV{{Key: "", Rev: 2}}},
+		{SessionID: "ba", Entries: kv("x", 2)},
+		{SessionID: "bd", Fence: store.Fence(cur.Token), Entries: kv("x", 3)},
+		{SessionID: "", Entries: kv("x", 1)},
+		{SessionID: "missing", Fence: store.Fence(cur.Token)},
+	})
+	must(t, err)
+	want := []error{nil, store.ErrNotFound, nil, store.ErrFenced, store.ErrInvalid, nil, nil, store.ErrInvalid, store.ErrFenced}
+	if len(errs) != len(want) {
+		t.Fatalf("%d item errors, want %d", len(errs), len(want))
+	}
+	for i, w := range want {
+		if w == nil && errs[i] != nil || w != nil && !errors.Is(errs[i], w) {
+			t.Errorf("item %d: %v, want %v", i, errs[i], w)
+		}
+	}
+	for id, want := range map[string][]store.KV{
+		"ba": {{Key: "x", Value: []byte("2"), Rev: 2}, {Key: "y", Value: []byte("1"), Rev: 1}},
+		"bb": {{Key: "x", Value: []byte("1"), Rev: 1}, {Key: "z", Value: []byte("5"), Rev: 5}},
+		"bc": nil,
+		"bd": {{Key: "x", Value: []byte("3"), Rev: 3}},
+	} {
+		got, err := s.LoadKV(ctx, id)
+		must(t, err)
+		equalKVs(t, got, want)
+	}
+	// Nothing to write: no transaction, every item answered.
+	errs, err = b.PutKVBatch(ctx, []store.KVBatch{{SessionID: "ba", Entries: []store.KV{{Key: "", Rev: 1}}}})
+	must(t, err)
+	if len(errs) != 1 || !errors.Is(errs[0], store.ErrInvalid) {
+		t.Errorf("a batch of one bad item: %v", errs)
+	}
 }
 
 // testKVConcurrentRevs has writers race on one key with interleaved revs;
