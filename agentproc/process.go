@@ -149,11 +149,12 @@ type Process struct {
 	stderrCB  func(string)
 	tap       Tap
 
-	stdin  *os.File
-	stdout *childPipe
-	stderr *childPipe
-	ring   *ring
-	tree   *tree // with a Tracker: the rest of the agent's process tree
+	stdin    *os.File
+	stdinRaw syscall.RawConn // stdin's, for writeNow
+	stdout   *childPipe
+	stderr   *childPipe
+	ring     *ring
+	tree     *tree // with a Tracker: the rest of the agent's process tree
 
 	readErr error // a stdout read failure, set by the reader before readerDone is closed
 	done    chan struct{}
@@ -290,6 +291,11 @@ func Start(spec Spec, h Handler) (*Process, error) {
 		done:      make(chan struct{}),
 		wstop:     make(chan struct{}),
 	}
+	if p.stdinRaw, err = stdinW.SyscallConn(); err != nil {
+		// An *os.File from os.Pipe always has one.
+		closeAll()
+		return nil, fmt.Errorf("agentproc: start %q: stdin pipe: %w", spec.Argv[0], err)
+	}
 	if p.killAfter <= 0 {
 		p.killAfter = defaultKillAfter
 	}
@@ -381,8 +387,9 @@ func (p *Process) Stderr() []byte { return p.ring.Bytes() }
 
 // Write queues one record for the agent's stdin and returns without waiting for the agent. line is
 // one record without its '\n' (a single trailing '\n' is accepted, so AppendRecord's output can be
-// passed as is); the writer goroutine adds it, writes the queue in chunks when the
-// queue drains. line is copied. Errors: ErrNewlineInRecord for a '\n' inside line; ErrClosed after
+// passed as is). When nothing is queued it is written at once, in one non-blocking write that
+// takes what the pipe has room for; the rest, and records that arrive while a write is queued,
+// go to the writer goroutine, which writes the queue in chunks until it drains. line is copied. Errors: ErrNewlineInRecord for a '\n' inside line; ErrClosed after
 // exit or Close; the write error (wrapping syscall.EPIPE when the agent closed its stdin) once a
 // write has failed; ErrWriteQueueFull when Spec.StdinBytes are waiting.
 func (p *Process) Write(line []byte) error {
@@ -410,6 +417,12 @@ func (p *Process) Write(line []byte) error {
 		p.tap.Sent(line)
 	}
 	n := len(line) + 1
+	if !p.writing {
+		record := make([]byte, n)
+		copy(record, line)
+		record[n-1] = '\n'
+		return p.writeNow(record)
+	}
 	if k := len(p.wq); k > 0 && cap(p.wq[k-1])-len(p.wq[k-1]) >= n {
 		p.wq[k-1] = append(append(p.wq[k-1], line...), '\n')
 	} else {
@@ -437,6 +450,71 @@ func (p *Process) Write(line []byte) error {
 		go p.writeLoop()
 	}
 	return nil
+}
+
+// writeNow writes record (ending in '\n') to an idle queue from the
+// caller's goroutine: one non-blocking write, which a pipe with room takes
+// whole, with no goroutine started and none woken. What the pipe does not
+// take is queued for a writeLoop, as Write queues a record. Called with
+// wmu held and p.writing false; returns with it released.
+func (p *Process) writeNow(record []byte) error {
+	// Writes arriving meanwhile queue behind this one (p.writing).
+	p.writing = true
+	p.wmu.Unlock()
+	n, err := p.writeOnce(record)
+	p.wmu.Lock()
+	if err != nil {
+		p.writing = false
+		p.wmu.Unlock()
+		select {
+		case <-p.wstop:
+			return ErrClosed
+		default:
+		}
+		p.writeFailed(err)
+		p.wmu.Lock()
+		err = p.werr
+		p.wmu.Unlock()
+		return err
+	}
+	if rest := record[n:]; len(rest) > 0 {
+		p.wq = append([][]byte{rest}, p.wq...)
+		p.wqBytes += len(rest)
+	}
+	if len(p.wq) == 0 || p.wclosed || p.werr != nil {
+		p.writing = false
+		p.wq, p.wqBytes = nil, 0
+		p.wmu.Unlock()
+		return nil
+	}
+	p.wmu.Unlock()
+	go p.writeLoop()
+	return nil
+}
+
+// writeOnce makes one non-blocking write of b to stdin: how much the pipe
+// took (0 when it is full), or the write's error.
+func (p *Process) writeOnce(b []byte) (int, error) {
+	var n int
+	var werr error
+	err := p.stdinRaw.Write(func(fd uintptr) bool {
+		for {
+			n, werr = syscall.Write(int(fd), b)
+			if werr != syscall.EINTR {
+				break
+			}
+		}
+		return true // one attempt: never wait for room here
+	})
+	switch {
+	case err != nil:
+		return 0, err // closed
+	case werr == syscall.EAGAIN:
+		return 0, nil
+	case werr != nil:
+		return 0, &os.PathError{Op: "write", Path: p.stdin.Name(), Err: werr}
+	}
+	return n, nil
 }
 
 // writeLoop is the only writer of stdin while it runs (Write starts it when the queue was idle; it

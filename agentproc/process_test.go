@@ -189,6 +189,41 @@ func TestProcessEchoRoundTrip(t *testing.T) {
 	}
 }
 
+// A record written to an idle queue goes to the pipe at once; one larger
+// than the pipe holds is written in part and the rest queued, ahead of the
+// records written after it: the agent reads each whole, in order.
+func TestProcessIdleWriteLargerThanThePipe(t *testing.T) {
+	r := newRecorder()
+	p := start(t, Spec{Argv: []string{"cat"}}, r)
+	big := fmt.Sprintf(`{"type":"big","pad":"%s"}`, strings.Repeat("b", 1<<20))
+	want := []string{big}
+	if err := p.Write([]byte(big)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		line := fmt.Sprintf(`{"type":"small","id":"%d"}`, i)
+		if err := p.Write([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, line)
+	}
+	// Idle again (the queue drained), then more.
+	lines := r.waitLines(t, len(want))
+	for i := range 3 {
+		line := fmt.Sprintf(`{"type":"later","id":"%d"}`, i)
+		if err := p.Write([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, line)
+	}
+	lines = r.waitLines(t, len(want))
+	for i, e := range lines {
+		if string(e.line) != want[i] {
+			t.Fatalf("line %d = %.80q (%d bytes), want %.80q (%d bytes)", i, e.line, len(e.line), want[i], len(want[i]))
+		}
+	}
+}
+
 func TestProcessWriteRejectsNewline(t *testing.T) {
 	r := newRecorder()
 	p := start(t, Spec{Argv: []string{"cat"}}, r)
