@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/surfaced/surfaced/agentproc"
@@ -207,7 +208,9 @@ func (a *Agent) Run(ctx context.Context, in io.Reader, out io.Writer) error {
 	}
 
 	readErr := make(chan error, 1)
-	go func() { readErr <- a.readLoop(in) }()
+	src, release := pollable(in)
+	defer release()
+	go func() { readErr <- a.readLoop(src) }()
 
 	var err error
 	select {
@@ -508,4 +511,48 @@ func modelInfo(m Model) ModelInfo {
 		return d.Info()
 	}
 	return ModelInfo{ID: fmt.Sprintf("%T", m), Provider: "custom"}
+}
+
+// pollable returns in read through the Go runtime's poller when it is a
+// pipe or a socket (the daemon gives an agent pipes), and release, which
+// closes what pollable opened. A read that waits then parks the goroutine
+// instead of holding a thread in a blocking read(2): while a thread sits in
+// a system call, the runtime's monitor (sysmon) wakes every 20 µs, backing
+// off to 10 ms, until it takes that thread's P away, so an agent asked a
+// few times a second paid that after every line it read, more CPU than the
+// line itself (docs/benchmarks.md, "Command load"). The descriptor is
+// duplicated and made non-blocking; the flag is the pipe's, which only this
+// process reads. Anything else (a terminal, a file, an io.Reader) is
+// returned as it is.
+func pollable(in io.Reader) (io.Reader, func()) {
+	f, ok := in.(*os.File)
+	if !ok {
+		return in, func() {}
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&(os.ModeNamedPipe|os.ModeSocket) == 0 {
+		return in, func() {}
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return in, func() {}
+	}
+	nfd := -1
+	_ = rc.Control(func(fd uintptr) {
+		d, err := syscall.Dup(int(fd))
+		if err != nil {
+			return
+		}
+		syscall.CloseOnExec(d)
+		if err := syscall.SetNonblock(d, true); err != nil {
+			syscall.Close(d)
+			return
+		}
+		nfd = d
+	})
+	if nfd < 0 {
+		return in, func() {}
+	}
+	nf := os.NewFile(uintptr(nfd), f.Name())
+	return nf, func() { nf.Close() }
 }
