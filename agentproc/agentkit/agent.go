@@ -95,10 +95,15 @@ type Agent struct {
 	workMu   sync.Mutex
 	stopping bool           // set by shutdown; no new work starts after it
 	work     sync.WaitGroup // dispatches and deferred responses in flight
+	jobs     chan func()    // unbuffered: a send succeeds only to an idle worker
 }
 
-// goWork runs f on its own goroutine, tracked for shutdown; it reports false,
-// and does not run f, once shutdown has begun.
+// goWork runs f on a goroutine of its own, tracked for shutdown; it reports
+// false, and does not run f, once shutdown has begun. The goroutine is a
+// warm one when one is idle: a worker that ran work before keeps its grown
+// stack for the next and waits workerIdle for it. A fresh goroutine's 2 KiB
+// stack grew by copying on every surface dispatch (JSON through reflection
+// needs several times that): a tenth of the agent's CPU per dispatch.
 func (a *Agent) goWork(f func()) bool {
 	a.workMu.Lock()
 	if a.stopping {
@@ -107,11 +112,37 @@ func (a *Agent) goWork(f func()) bool {
 	}
 	a.work.Add(1)
 	a.workMu.Unlock()
-	go func() {
-		defer a.work.Done()
-		f()
-	}()
+	select {
+	case a.jobs <- f: // an idle worker took it
+	default:
+		go a.worker(f)
+	}
 	return true
+}
+
+// workerIdle is how long a goWork goroutine waits for more work before it
+// ends.
+const workerIdle = 10 * time.Second
+
+func (a *Agent) worker(f func()) {
+	var idle *time.Timer
+	for {
+		f()
+		a.work.Done()
+		if idle == nil {
+			idle = time.NewTimer(workerIdle)
+			defer idle.Stop()
+		} else {
+			idle.Reset(workerIdle)
+		}
+		select {
+		case f = <-a.jobs:
+		case <-idle.C:
+			return
+		case <-a.closed:
+			return
+		}
+	}
 }
 
 // New returns an agent configured by opts.
@@ -143,6 +174,7 @@ func New(opts Options) *Agent {
 		tools:    map[string]Tool{},
 		surfaces: map[string]surfaceHost{},
 		closed:   make(chan struct{}),
+		jobs:     make(chan func()),
 		pending:  map[string]chan json.RawMessage{},
 		prefs:    map[string]json.RawMessage{},
 	}
