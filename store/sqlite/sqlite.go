@@ -25,6 +25,12 @@
 // 2 cores). A write of one row is one statement outside BEGIN/COMMIT, which
 // SQLite makes a transaction of its own; every statement is prepared at Open.
 //
+// The store says so (store.ConcurrentWrites: 1), and is a store.Batcher: a
+// store.Writer writes to it through one worker, which puts the KV writes of
+// every session queued meanwhile in one transaction (PutKVBatch), one
+// commit for all, instead of taking turns on the connection a transaction
+// each.
+//
 // # Opening
 //
 // Open never replaces a database it cannot use: a file that is not an SQLite
