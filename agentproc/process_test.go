@@ -208,7 +208,7 @@ func TestProcessIdleWriteLargerThanThePipe(t *testing.T) {
 		want = append(want, line)
 	}
 	// Idle again (the queue drained), then more.
-	lines := r.waitLines(t, len(want))
+	r.waitLines(t, len(want))
 	for i := range 3 {
 		line := fmt.Sprintf(`{"type":"later","id":"%d"}`, i)
 		if err := p.Write([]byte(line)); err != nil {
@@ -216,7 +216,7 @@ func TestProcessIdleWriteLargerThanThePipe(t *testing.T) {
 		}
 		want = append(want, line)
 	}
-	lines = r.waitLines(t, len(want))
+	lines := r.waitLines(t, len(want))
 	for i, e := range lines {
 		if string(e.line) != want[i] {
 			t.Fatalf("line %d = %.80q (%d bytes), want %.80q (%d bytes)", i, e.line, len(e.line), want[i], len(want[i]))
