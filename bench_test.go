@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/exec"
 	"runtime"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/actors/surface"
+	"github.com/surfaced/surfaced/agentproc"
 	"github.com/surfaced/surfaced/internal/testkit"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
@@ -99,7 +101,10 @@ func BenchmarkNativeCommandReadOnly(b *testing.B) {
 	benchCommand(b, rt, id, "counter", "get")
 }
 
-// The same with the embedded SQLite store: the durable write dominates.
+// The same with the embedded SQLite store (ack after durable), and its
+// baseline in the same run: the write the command makes (the domain's
+// snapshot under its key, the next rev), done directly on the same store
+// by one caller, one PutKV at a time, with nothing in between.
 func BenchmarkNativeCommandSQLite(b *testing.B) {
 	st, err := sqlite.Open(context.Background(), b.TempDir(), sqlite.WithLogger(quietLogger()))
 	if err != nil {
@@ -107,7 +112,40 @@ func BenchmarkNativeCommandSQLite(b *testing.B) {
 	}
 	b.Cleanup(func() { st.Close() })
 	rt, id := benchRuntime(b, st, testkit.FakeAgent(b))
-	benchCommand(b, rt, id, "counter", "add")
+	b.Run("command", func(b *testing.B) { benchCommand(b, rt, id, "counter", "add") })
+	b.Run("kv-write", func(b *testing.B) {
+		ctx := context.Background()
+		direct := "kkkkkkkkkkkkkkkkkkkkkkkkkk"
+		now := time.Now()
+		if err := st.CreateSession(ctx, store.Session{ID: direct, Owner: owner, Agent: "fake", Cwd: b.TempDir(),
+			Status: "idle", Created: now, Updated: now}); err != nil && !errors.Is(err, store.ErrExists) {
+			b.Fatal(err)
+		}
+		key := agentproc.SurfaceKey("counter")
+		var rev uint64
+		kvs, err := st.LoadKV(ctx, direct) // a run after the first continues the revs
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, kv := range kvs {
+			rev = max(rev, kv.Rev)
+		}
+		samples := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		for range b.N {
+			rev++
+			t0 := time.Now()
+			// The snapshot a command makes: marshalled, then written.
+			snap, _ := json.Marshal(benchCounter{N: int(rev)})
+			err := st.PutKV(ctx, direct, 0, []store.KV{{Key: key, Value: snap, Rev: rev}})
+			samples = append(samples, time.Since(t0))
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		reportLatencies(b, samples)
+	})
 }
 
 // An agent-hosted command: session → domain actor → agent process actor →

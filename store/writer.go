@@ -402,6 +402,15 @@ func (w *Writer) write(ww *writerWorker, batch []Op) {
 // session's ops in order; a change of fence starts a new item), all in one
 // transaction when the store is a Batcher, else one PutKV per item.
 func (w *Writer) putRun(ww *writerWorker, run []Op) {
+	if len(run) == 1 {
+		// The common case of a quiet store (one command in flight): its
+		// entries as they are, without the grouping's map and copies.
+		op := run[0]
+		w.finish(ww, op, w.try(op, "kv", true, func(ctx context.Context) error {
+			return w.store.PutKV(ctx, op.SessionID, op.Fence, op.KV)
+		}))
+		return
+	}
 	type item struct {
 		KVBatch
 		ops []Op
