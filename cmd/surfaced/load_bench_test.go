@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -107,18 +109,27 @@ const clockTicks = 100
 // sessions, and sends them commands over HTTP from keep-alive clients, one
 // per session, at each load of commandLoads: the latency of the commands
 // answered (p50, p99), what was carried, refused and left unsent, and the
-// CPU each side spent per command. The whole set runs on the embedded
-// SQLite store, then on PostgreSQL (fsync and synchronous commit on), in
-// the same run. LOAD_SECONDS sets how long each load runs (default 10).
-// One iteration is the whole set; see docs/benchmarks.md.
+// CPU each side spent per command. Every session has an event stream open
+// (SSE) whose state frames are checked: every rev answered ok must be seen
+// on its session's stream. The whole set runs on the embedded SQLite
+// store; then on the plain baseline server (internal/plainserver: net/http,
+// a goroutine per session, the same agent, the same SQLite writes with
+// group commit, the same state frames); then the daemon on PostgreSQL
+// (fsync and synchronous commit on); all in the same run. LOAD_SECONDS
+// sets how long each load runs (default 10). One iteration is the whole
+// set; see docs/benchmarks.md.
 func BenchmarkCommandLoad(b *testing.B) {
 	seconds := 10
 	if n, err := strconv.Atoi(os.Getenv("LOAD_SECONDS")); err == nil && n > 0 {
 		seconds = n
 	}
-	for _, backend := range []string{"sqlite", "postgres"} {
+	for _, backend := range []string{"sqlite", "plain", "postgres"} {
 		b.Run(backend, func(b *testing.B) {
 			var dsn string
+			start := func(b *testing.B) *daemonProc { return startLoadDaemon(b, dsn) }
+			if backend == "plain" {
+				start = startPlainServer
+			}
 			if backend == "postgres" {
 				if _, err := pgtest.BinDir(); err != nil {
 					testkit.Missing(b, "PostgreSQL: %v", err)
@@ -133,7 +144,7 @@ func BenchmarkCommandLoad(b *testing.B) {
 				}
 			}
 			for range b.N {
-				results := runCommandLoads(b, dsn, time.Duration(seconds)*time.Second)
+				results := runCommandLoads(b, start, time.Duration(seconds)*time.Second)
 				base := results[0]
 				for _, r := range results {
 					b.Logf("%-16s %s", r.load, r)
@@ -177,18 +188,51 @@ func (r commandLoadResult) othersCores() float64 {
 	return float64(r.cpu.machineBusy-ours) / clockTicks / r.elapsed.Seconds()
 }
 
-// runCommandLoads starts a daemon (on PostgreSQL when dsn is set), creates
-// loadSessions demo sessions and runs every load of commandLoads on them.
-func runCommandLoads(b *testing.B, dsn string, each time.Duration) []commandLoadResult {
+// startLoadDaemon starts the daemon with the demo agent, on PostgreSQL
+// when dsn is set, else on the embedded store.
+func startLoadDaemon(b *testing.B, dsn string) *daemonProc {
 	cfg := filepath.Join(b.TempDir(), "surfaced.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("limits:\n  sessions_per_subject: %d\n  sessions_total: %d\n", loadSessions, loadSessions)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("limits:\n  sessions_per_subject: %d\n  sessions_total: %d\n  sse_streams_per_subject: %d\n", loadSessions, loadSessions, loadSessions)), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	args := []string{"run", "--config", cfg, "--addr", "127.0.0.1:0", "--data-dir", b.TempDir(), "--log-level", "warn"}
 	if dsn != "" {
 		args = append(args, "--store", dsn)
 	}
-	p := startBinary(b, append(args, "./examples/surface-demo-agent")...)
+	return startBinary(b, append(args, "./examples/surface-demo-agent")...)
+}
+
+// startPlainServer starts the baseline server (internal/plainserver) with
+// the demo agent on an SQLite store of its own.
+func startPlainServer(b *testing.B) *daemonProc {
+	bin := testkit.Build(b, "./internal/plainserver")
+	agent := testkit.Build(b, "./examples/surface-demo-agent")
+	cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--data-dir", b.TempDir(), "--agent", agent)
+	stdout, _ := cmd.StdoutPipe()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	r := bufio.NewReader(stdout)
+	line, err := r.ReadString('\n')
+	u, ok := strings.CutPrefix(strings.TrimSpace(line), "plainserver: open ")
+	if err != nil || !ok {
+		b.Fatalf("plainserver's first line %q (%v); stderr:\n%s", line, err, stderr.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, r) }()
+	return &daemonProc{cmd: cmd, url: u, base: strings.TrimSuffix(u, "/"), stderr: &stderr}
+}
+
+// runCommandLoads starts a server, creates loadSessions demo sessions,
+// opens an event stream on each, runs every load of commandLoads on them,
+// and checks that each rev answered ok was seen on its session's stream.
+func runCommandLoads(b *testing.B, start func(*testing.B) *daemonProc, each time.Duration) []commandLoadResult {
+	p := start(b)
 	defer stopDaemon(b, p)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: loadSessions * loadInFlight, DisableCompression: true}}
 	defer client.CloseIdleConnections()
@@ -205,11 +249,114 @@ func runCommandLoads(b *testing.B, dsn string, each time.Duration) []commandLoad
 		return resp.StatusCode, body, err
 	}
 	ids := createLoadSessions(b, do)
+	w := watchLoadSessions(b, p, ids)
+	defer w.stop()
 	var results []commandLoadResult
 	for _, l := range commandLoads {
-		results = append(results, runCommandLoad(b, do, p.cmd.Process.Pid, ids[:l.sessions], l, each))
+		results = append(results, runCommandLoad(b, do, p.cmd.Process.Pid, ids[:l.sessions], w, l, each))
 	}
+	w.check(b)
 	return results
+}
+
+// loadWatch is an event stream (SSE) open on every session of the load:
+// the highest rev of surface:demo each has seen, and the highest answered
+// ok (the demo's count, which is its rev).
+type loadWatch struct {
+	index  map[string]int
+	seen   []atomic.Uint64
+	acked  []atomic.Uint64
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func watchLoadSessions(b *testing.B, p *daemonProc, ids []string) *loadWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &loadWatch{index: map[string]int{}, seen: make([]atomic.Uint64, len(ids)), acked: make([]atomic.Uint64, len(ids)), cancel: cancel}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: len(ids), DisableCompression: true}}
+	opened := make(chan error, len(ids))
+	for i, id := range ids {
+		w.index[id] = i
+		w.wg.Go(func() {
+			req, _ := http.NewRequestWithContext(ctx, "GET", p.base+"/api/sessions/"+id+"/events", nil)
+			req.Header.Set("Authorization", "Bearer "+p.token)
+			resp, err := client.Do(req)
+			if err == nil && resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("GET events: %s", resp.Status)
+				resp.Body.Close()
+			}
+			opened <- err
+			if err != nil {
+				return
+			}
+			defer resp.Body.Close()
+			sc := bufio.NewScanner(resp.Body)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			event := ""
+			for sc.Scan() {
+				line := sc.Text()
+				if v, ok := strings.CutPrefix(line, "event: "); ok {
+					event = v
+				}
+				data, ok := strings.CutPrefix(line, "data: ")
+				if !ok || event != "state" {
+					continue
+				}
+				var f struct {
+					Key string `json:"key"`
+					Rev uint64 `json:"rev"`
+				}
+				if json.Unmarshal([]byte(data), &f) == nil && f.Key == "surface:demo" && f.Rev > w.seen[i].Load() {
+					w.seen[i].Store(f.Rev)
+				}
+			}
+		})
+	}
+	for range ids {
+		if err := <-opened; err != nil {
+			b.Fatal(err)
+		}
+	}
+	return w
+}
+
+// answered records the count in an ok answer's data for session id.
+func (w *loadWatch) answered(id string, body []byte) {
+	var res struct {
+		Data struct {
+			Count uint64 `json:"count"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(body, &res) != nil {
+		return
+	}
+	a := &w.acked[w.index[id]]
+	for {
+		old := a.Load()
+		if res.Data.Count <= old || a.CompareAndSwap(old, res.Data.Count) {
+			return
+		}
+	}
+}
+
+// check waits until every stream has seen the highest rev answered on its
+// session; a stream that has not within 30 s is an error (a frame lost).
+func (w *loadWatch) check(b *testing.B) {
+	behind := func() (n int) {
+		for i := range w.seen {
+			if w.seen[i].Load() < w.acked[i].Load() {
+				n++
+			}
+		}
+		return n
+	}
+	testkit.Eventually(b, 30*time.Second, func() bool { return behind() == 0 },
+		"every session's stream to see the last rev answered ok on it (%d behind)", behind())
+}
+
+func (w *loadWatch) stop() {
+	w.cancel()
+	w.wg.Wait()
 }
 
 // createLoadSessions creates loadSessions demo sessions, 8 at a time, and
@@ -264,7 +411,7 @@ func createLoadSessions(b *testing.B, do func(method, path string) (int, []byte,
 
 // runCommandLoad sends l to the sessions ids for a second (not measured),
 // then for each.
-func runCommandLoad(b *testing.B, do func(method, path string) (int, []byte, error), daemonPID int, ids []string, l commandLoad, each time.Duration) commandLoadResult {
+func runCommandLoad(b *testing.B, do func(method, path string) (int, []byte, error), daemonPID int, ids []string, w *loadWatch, l commandLoad, each time.Duration) commandLoadResult {
 	period := time.Duration(float64(time.Second) / l.perSecond)
 	res := commandLoadResult{load: l, codes: map[int]int64{}}
 	var (
@@ -299,6 +446,9 @@ func runCommandLoad(b *testing.B, do func(method, path string) (int, []byte, err
 					t0 := time.Now()
 					code, body, err := do("POST", "/api/sessions/"+id+"/surfaces/demo/increment")
 					d := time.Since(t0)
+					if err == nil && code == http.StatusOK {
+						w.answered(id, body)
+					}
 					if t0.Before(measureFrom) {
 						return
 					}
