@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,7 @@ import (
 	"github.com/surfaced/surfaced/actors/surface"
 	"github.com/surfaced/surfaced/agentproc"
 	"github.com/surfaced/surfaced/artifact"
+	"github.com/surfaced/surfaced/identity"
 	"github.com/surfaced/surfaced/internal/clock"
 	"github.com/surfaced/surfaced/metrics"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
@@ -69,6 +71,11 @@ type Config struct {
 	Limits  Limits
 	// Quotas bound the sessions CreateSession starts.
 	Quotas Quotas
+	// Access says which subjects may use which agents (config access);
+	// nil: every agent for every subject. An agent a caller may not use is
+	// one that does not exist for it: AgentsFor leaves it out, AgentFor
+	// and CreateSession answer ErrNoAgent.
+	Access *identity.Access
 	Logger *slog.Logger
 	// Registry receives the daemon's metrics (nil: a private registry).
 	Registry *prometheus.Registry
@@ -321,7 +328,33 @@ func (r *Runtime) Agent(name string) (AgentSpec, bool) {
 	return a, ok
 }
 
-// Agents returns the configured agents, sorted by name.
+// AgentFor is Agent for a caller: an agent the caller may not use (Access)
+// is not found.
+func (r *Runtime) AgentFor(caller identity.Identity, name string) (AgentSpec, bool) {
+	a, ok := r.agents[name]
+	if !ok || !r.cfg.Access.Allows(caller, name) {
+		return AgentSpec{}, false
+	}
+	return a, true
+}
+
+// AgentsFor returns the agents caller may use (Access), sorted by name:
+// what every transport lists.
+func (r *Runtime) AgentsFor(caller identity.Identity) []AgentSpec {
+	out := make([]AgentSpec, 0, len(r.names))
+	for _, n := range r.names {
+		if r.cfg.Access.Allows(caller, n) {
+			out = append(out, r.agents[n])
+		}
+	}
+	return out
+}
+
+// Access is the runtime's access rules (nil: every agent is open).
+func (r *Runtime) Access() *identity.Access { return r.cfg.Access }
+
+// Agents returns the configured agents, sorted by name, whoever may use
+// them (for the daemon's own use; a caller is shown AgentsFor).
 func (r *Runtime) Agents() []AgentSpec {
 	out := make([]AgentSpec, 0, len(r.names))
 	for _, n := range r.names {
@@ -412,28 +445,54 @@ func (r *Runtime) Subscribe(fn func(ev any)) (unsubscribe func()) {
 
 // CreateOptions describe a new session.
 type CreateOptions struct {
+	// Owner is the caller's subject: the session's owner.
 	Owner string
+	// Groups are the caller's groups, for the access rules (Config.Access).
+	// Nil takes them from the identity in ctx (identity.NewContext) when
+	// that identity is Owner's.
+	Groups []string
 	Agent string // may be empty when exactly one agent is configured
 	Cwd   string // default: the agent's cwd, else the daemon's
 	Title string
 }
 
-// ResolveAgent picks the agent for a new session.
+// ResolveAgent picks the agent for a new session, among every configured
+// agent (ResolveAgentFor picks among a caller's).
 func (r *Runtime) ResolveAgent(name string) (AgentSpec, error) {
-	if name != "" {
-		a, ok := r.agents[name]
-		if !ok {
-			return AgentSpec{}, fmt.Errorf("%w %q; configured: %s", ErrNoAgent, name, strings.Join(r.names, ", "))
-		}
-		return a, nil
+	return r.resolveAgent(r.names, name)
+}
+
+// ResolveAgentFor picks the agent for a new session of caller: an agent
+// the caller may not use is answered as one that does not exist, and the
+// default (no name, one agent) and the lists in the errors count only the
+// agents it may use.
+func (r *Runtime) ResolveAgentFor(caller identity.Identity, name string) (AgentSpec, error) {
+	if r.cfg.Access == nil {
+		return r.resolveAgent(r.names, name)
 	}
-	switch len(r.names) {
+	names := make([]string, 0, len(r.names))
+	for _, n := range r.names {
+		if r.cfg.Access.Allows(caller, n) {
+			names = append(names, n)
+		}
+	}
+	return r.resolveAgent(names, name)
+}
+
+func (r *Runtime) resolveAgent(names []string, name string) (AgentSpec, error) {
+	if name != "" {
+		if !slices.Contains(names, name) {
+			return AgentSpec{}, fmt.Errorf("%w %q; configured: %s", ErrNoAgent, name, strings.Join(names, ", "))
+		}
+		return r.agents[name], nil
+	}
+	switch len(names) {
 	case 0:
 		return AgentSpec{}, ErrNoAgents
 	case 1:
-		return r.agents[r.names[0]], nil
+		return r.agents[names[0]], nil
 	default:
-		return AgentSpec{}, fmt.Errorf("%w: several agents are configured: %s", ErrAgentChoice, strings.Join(r.names, ", "))
+		return AgentSpec{}, fmt.Errorf("%w: several agents are configured: %s", ErrAgentChoice, strings.Join(names, ", "))
 	}
 }
 
@@ -482,7 +541,13 @@ func (r *Runtime) ResolveCwd(a AgentSpec, cwd string) (string, error) {
 // When the store cannot take it the error wraps store.ErrUnavailable (not
 // created) or store.ErrOutcomeUnknown (it may have been).
 func (r *Runtime) CreateSession(ctx context.Context, o CreateOptions) (string, error) {
-	a, err := r.ResolveAgent(o.Agent)
+	caller := identity.Identity{Subject: o.Owner, Groups: o.Groups}
+	if o.Groups == nil {
+		if id, ok := identity.FromContext(ctx); ok && id.Subject == o.Owner {
+			caller.Groups = id.Groups
+		}
+	}
+	a, err := r.ResolveAgentFor(caller, o.Agent)
 	if err != nil {
 		return "", err
 	}

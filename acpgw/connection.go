@@ -16,6 +16,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/surfaced/surfaced/codes"
+	"github.com/surfaced/surfaced/identity"
 	"github.com/surfaced/surfaced/internal/delivery"
 )
 
@@ -26,6 +27,7 @@ type conn struct {
 	srv        *Server
 	id         string
 	subject    string
+	groups     []string // the subject's groups at initialize, for the access rules
 	agent      string // the Surfaced-Agent header at initialize ("" when none)
 	base       string // the daemon as the editor reached it (scheme://host)
 	clientName string
@@ -86,11 +88,12 @@ func newConnID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func newConn(srv *Server, subject, agent string) *conn {
+func newConn(srv *Server, id identity.Identity, agent string) *conn {
 	c := &conn{
 		srv:        srv,
 		id:         newConnID(),
-		subject:    subject,
+		subject:    id.Subject,
+		groups:     id.Groups,
 		agent:      agent,
 		done:       make(chan struct{}),
 		streams:    map[string]*outStream{},
@@ -102,6 +105,11 @@ func newConn(srv *Server, subject, agent string) *conn {
 	c.streams[""] = c.newStream("")
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
+}
+
+// caller is who the connection acts as, for the access rules.
+func (c *conn) caller() identity.Identity {
+	return identity.Identity{Subject: c.subject, Groups: c.groups}
 }
 
 func (c *conn) newStream(sessionID string) *outStream {

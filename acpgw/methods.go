@@ -137,7 +137,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *rpcMessag
 		writeJSON(w, http.StatusBadRequest, encodeResponse(m.id, nil, perr), "")
 		return
 	}
-	c := newConn(s, id.Subject, r.Header.Get(HeaderAgent))
+	c := newConn(s, id, r.Header.Get(HeaderAgent))
 	c.base = baseURL(r)
 	if p.ClientInfo != nil {
 		c.clientName = p.ClientInfo.Name
@@ -172,15 +172,17 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *rpcMessag
 }
 
 // agentOf resolves the connection's agent: the Surfaced-Agent header at
-// initialize, else the only configured agent.
+// initialize, else the only configured agent. Only the agents the
+// connection's subject may use count (the access rules): another is
+// answered as one the daemon does not have.
 func (s *Server) agentOf(c *conn) (surfaced.AgentSpec, *acp.RequestError) {
-	agents := s.rt.Agents()
+	agents := s.rt.AgentsFor(c.caller())
 	names := make([]string, 0, len(agents))
 	for _, a := range agents {
 		names = append(names, strconv.Quote(a.Name))
 	}
 	if c.agent != "" {
-		if a, ok := s.rt.Agent(c.agent); ok {
+		if a, ok := s.rt.AgentFor(c.caller(), c.agent); ok {
 			return a, nil
 		}
 		return surfaced.AgentSpec{}, &acp.RequestError{Code: codeInvalidParams,

@@ -40,7 +40,7 @@ func (s *Server) sessionNew(c *conn, m *rpcMessage) (any, *acp.RequestError) {
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
 	defer cancel()
-	id, err := s.rt.CreateSession(ctx, surfaced.CreateOptions{Owner: c.subject, Agent: spec.Name, Cwd: cwd})
+	id, err := s.rt.CreateSession(ctx, surfaced.CreateOptions{Owner: c.subject, Groups: c.groups, Agent: spec.Name, Cwd: cwd})
 	var quota *surfaced.QuotaError
 	switch {
 	case errors.As(err, &quota):

@@ -19,6 +19,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/surfaced/surfaced/codes"
+	"github.com/surfaced/surfaced/gateway/guard"
 )
 
 // AgentUI is what one agent ships for the web UI: a folder of files (its
@@ -97,7 +98,8 @@ func agentFileURL(agent, rel string) string {
 func (s *Server) agentFile(c echo.Context) error {
 	agent := c.Param("agent")
 	ui, ok := s.opts.AgentUI[agent]
-	if !ok || ui.Dir == "" {
+	if !ok || ui.Dir == "" || !s.rt.Access().Allows(guard.IdentityOf(c), agent) {
+		// An agent the caller may not use does not exist for it.
 		return agentFileNotFound()
 	}
 	rel, err := agentFilePath(c.Request().URL, agent)

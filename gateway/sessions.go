@@ -49,7 +49,7 @@ func (s *Server) listAgents(c echo.Context) error {
 		Panels map[string]string `json:"panels"`
 	}
 	out := []agent{}
-	for _, a := range s.rt.Agents() {
+	for _, a := range s.rt.AgentsFor(guard.IdentityOf(c)) {
 		title := a.Title
 		if title == "" {
 			title = a.Name
@@ -71,7 +71,8 @@ func (s *Server) createSession(c echo.Context) error {
 	if s.isClosing() {
 		return errShuttingDown()
 	}
-	opts := surfaced.CreateOptions{Owner: guard.IdentityOf(c).Subject}
+	who := guard.IdentityOf(c)
+	opts := surfaced.CreateOptions{Owner: who.Subject, Groups: who.Groups}
 	if body.Agent != nil {
 		opts.Agent = *body.Agent
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/actors/session"
 	"github.com/surfaced/surfaced/codes"
+	"github.com/surfaced/surfaced/identity"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -63,6 +64,12 @@ func errorResult(e *toolError) *mcp.CallToolResult {
 func caller(ctx context.Context) *pb.Caller {
 	c, _ := callerOf(ctx)
 	return &pb.Caller{Subject: c.id.Subject, Via: "mcp"}
+}
+
+// callerIdentity is who the tool call acts as, for the access rules.
+func callerIdentity(ctx context.Context) identity.Identity {
+	c, _ := callerOf(ctx)
+	return c.id
 }
 
 func subject(ctx context.Context) string {
@@ -198,14 +205,14 @@ func (s *Server) addTools() {
 	tool(s, &mcp.Tool{Name: "answer_dialog", Description: "Answer a dialog the agent opened (select, confirm, input, editor): give exactly one of value, confirmed, cancelled."}, s.answerDialog)
 }
 
-func (s *Server) listAgents(_ context.Context, _ *mcp.CallToolRequest, _ noArgs) (any, *toolError) {
+func (s *Server) listAgents(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (any, *toolError) {
 	type agent struct {
 		Name        string `json:"name"`
 		Title       string `json:"title,omitempty"`
 		Description string `json:"description,omitempty"`
 	}
 	out := []agent{}
-	for _, a := range s.rt.Agents() {
+	for _, a := range s.rt.AgentsFor(callerIdentity(ctx)) {
 		out = append(out, agent{Name: a.Name, Title: a.Title, Description: a.Description})
 	}
 	return map[string]any{"agents": out}, nil
@@ -248,7 +255,7 @@ func (s *Server) createSession(ctx context.Context, _ *mcp.CallToolRequest, in c
 	if len(in.Title) > 200 {
 		return nil, fail(codes.InvalidArgs, "title must be at most 200 characters")
 	}
-	id, err := s.rt.CreateSession(ctx, surfaced.CreateOptions{Owner: subject(ctx), Agent: in.Agent, Cwd: in.Cwd, Title: in.Title})
+	id, err := s.rt.CreateSession(ctx, surfaced.CreateOptions{Owner: subject(ctx), Groups: callerIdentity(ctx).Groups, Agent: in.Agent, Cwd: in.Cwd, Title: in.Title})
 	var quota *surfaced.QuotaError
 	switch {
 	case errors.As(err, &quota):
