@@ -77,6 +77,12 @@ const (
 	// SurfaceReadOnly (403): a client wrote a surface's snapshot key,
 	// which only its domain writes.
 	SurfaceReadOnly = "surface_read_only"
+	// SigninFailed (400, 403 or 503): a browser sign-in through the
+	// identity provider did not complete (a callback of an attempt this
+	// browser did not start, or that expired; the provider's refusal; an
+	// ID token that does not verify; 503 when the provider cannot be
+	// reached).
+	SigninFailed = "signin_failed"
 )
 
 // What was asked for is not there, or not in that way.
@@ -166,6 +172,10 @@ const (
 	// SessionMoved (503): in a cluster, the session is moving between
 	// nodes; send it again.
 	SessionMoved = "session_moved"
+	// IdentityUnavailable (503, Retry-After): a JWT cannot be checked
+	// because its identity provider's keys cannot be fetched and the
+	// cached ones are past jwks_max_age (or were never fetched).
+	IdentityUnavailable = "identity_unavailable"
 	// StoreUnavailable (503, Retry-After): the store could not take the
 	// change, so it was not applied.
 	StoreUnavailable = "store_unavailable"

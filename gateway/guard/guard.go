@@ -15,6 +15,7 @@ import (
 
 	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/identity"
+	"github.com/surfaced/surfaced/identity/idp"
 	"github.com/surfaced/surfaced/internal/clock"
 )
 
@@ -25,7 +26,7 @@ const DefaultCookieName = "surfaced_token"
 const DefaultPollInterval = 250 * time.Millisecond
 
 // Config configures a Guard. The zero value is not usable: New needs Addr
-// and one of Token, TokensFile or NoAuth.
+// and one of Token, TokensFile, SignIn, Bearer, TrustedProxy or NoAuth.
 type Config struct {
 	// Addr is the listen address as bound, host:port ("127.0.0.1:7800",
 	// ":7800", "[::1]:41234"). Its host decides which Host headers pass.
@@ -53,16 +54,37 @@ type Config struct {
 	PollInterval time.Duration
 	// Logger receives warnings and refusals; nil means slog.Default().
 	Logger *slog.Logger
-	// Clock tells the time the sign-in confirmation's mark expires by
-	// (nil: the wall clock).
+
+	// SignIn, when set, signs browsers in with an OpenID provider: the
+	// guard serves LoginPath, its callback (the redirect URL's path) and
+	// the landing step, and its sign-ins authenticate by the cookie.
+	SignIn *idp.SignIn
+	// Bearer, when set, verifies bearer tokens that are not static tokens
+	// as JWTs of its issuers.
+	Bearer *idp.Bearer
+	// TrustedProxy, when set, takes the subject from a header on
+	// connections from the proxy's addresses.
+	TrustedProxy *TrustedProxy
+	// ProtectedResources are path prefixes (the MCP mount) whose 401
+	// answers name their OAuth protected resource metadata (RFC 9728),
+	// which the guard serves at /.well-known/oauth-protected-resource<prefix>
+	// when Bearer is set.
+	ProtectedResources []string
+	// PublicOrigin is the daemon's origin as browsers and clients reach it
+	// (scheme://host[:port]), for the resource metadata; "" derives it
+	// from each request.
+	PublicOrigin string
+	// Clock ends the streams of credentials that expire and tells the
+	// time the sign-in confirmation's mark expires by (nil: the wall
+	// clock).
 	Clock clock.Clock
 }
 
 // AuthError is an authentication failure, ready to be written as an HTTP
 // error answer.
 type AuthError struct {
-	Status  int    // 401
-	Code    string // "unauthorized"
+	Status  int    // 401 (503 when the identity provider's keys are unavailable)
+	Code    string // "unauthorized" ("identity_unavailable")
 	Message string // one clear sentence
 }
 
@@ -84,7 +106,13 @@ type Guard struct {
 	launch         *tokenEntry // nil without Config.Token
 	tokensFile     string
 	markKey        [32]byte // signs the sign-in confirmation page's form
+	oidc           *idp.SignIn
+	bearer         *idp.Bearer
+	proxy          *TrustedProxy
+	resources      []string
+	publicOrigin   string
 	clock          clock.Clock
+	refusals       *refusalLog
 
 	file atomic.Pointer[tokenSet] // nil without a tokens file
 
@@ -119,6 +147,10 @@ func New(cfg Config) (*Guard, error) {
 		browserOrigins: map[parsedOrigin]struct{}{},
 		watches:        map[string]map[*watcher]struct{}{},
 		markKey:        newMarkKey(),
+		oidc:           cfg.SignIn,
+		bearer:         cfg.Bearer,
+		proxy:          cfg.TrustedProxy,
+		publicOrigin:   strings.TrimSuffix(cfg.PublicOrigin, "/"),
 		clock:          cfg.Clock,
 	}
 	if g.log == nil {
@@ -126,6 +158,18 @@ func New(cfg Config) (*Guard, error) {
 	}
 	if g.clock == nil {
 		g.clock = clock.Real{}
+	}
+	g.refusals = newRefusalLog(g.log)
+	for _, p := range cfg.ProtectedResources {
+		if p = strings.TrimSuffix(p, "/"); p == "" || !strings.HasPrefix(p, "/") {
+			return nil, fmt.Errorf("guard: protected resource %q must be a path", p)
+		}
+		g.resources = append(g.resources, strings.TrimSuffix(p, "/"))
+	}
+	if g.proxy != nil {
+		if err := g.proxy.check(); err != nil {
+			return nil, fmt.Errorf("guard: trusted proxy: %w", err)
+		}
 	}
 	if g.cookieName == "" {
 		g.cookieName = DefaultCookieName
@@ -156,8 +200,8 @@ func New(cfg Config) (*Guard, error) {
 			"addr", cfg.Addr, "reachable_beyond_this_machine", g.bind.kind != bindLoopback)
 		return g, nil
 	}
-	if cfg.Token == "" && cfg.TokensFile == "" {
-		return nil, errors.New("guard: no credential configured: set a token, a tokens file, or no-auth explicitly")
+	if cfg.Token == "" && cfg.TokensFile == "" && cfg.SignIn == nil && cfg.Bearer == nil && cfg.TrustedProxy == nil {
+		return nil, errors.New("guard: no credential configured: set a token, a tokens file, an identity provider, a trusted proxy, or no-auth explicitly")
 	}
 	if cfg.Token != "" {
 		if !cookieSafe(cfg.Token) {
@@ -324,14 +368,28 @@ func (g *Guard) lookup(token string) (identity.Identity, bool) {
 	return identity.Identity{}, false
 }
 
-// Authenticate finds who r is: from "Authorization: Bearer <token>", or
-// else from the cookie set by the start URL exchange. An Authorization
-// header, when present, decides alone (a bad one is not rescued by a good
-// cookie). A token in the query string is never accepted here. Under
-// NoAuth everyone is subject "anonymous". Errors are *AuthError.
+// Authenticate finds who r is, in this order:
+//
+//  1. the trusted proxy's header, when the guard has one: on a connection
+//     from the proxy it decides alone; from anywhere else it is refused;
+//  2. "Authorization: Bearer <token>": a static token, else (when the guard
+//     has a Bearer) a JWT of a configured issuer. A present Authorization
+//     header decides alone (a bad one is not rescued by a good cookie);
+//  3. the cookie: a static token set by the start URL exchange, or a
+//     browser sign-in.
+//
+// A token in the query string is never accepted here. Under NoAuth
+// everyone is subject "anonymous". Errors are *AuthError: 401 unauthorized
+// for every refused credential, 503 identity_unavailable when a JWT cannot
+// be checked because the provider's keys cannot be had.
 func (g *Guard) Authenticate(r *http.Request) (identity.Identity, error) {
 	if g.noAuth {
 		return identity.Identity{Subject: identity.Anonymous}, nil
+	}
+	if g.proxy != nil {
+		if id, decided, err := g.fromProxy(r); decided {
+			return id, err
+		}
 	}
 	if hs := r.Header.Values("Authorization"); len(hs) > 0 {
 		if len(hs) > 1 {
@@ -341,44 +399,100 @@ func (g *Guard) Authenticate(r *http.Request) (identity.Identity, error) {
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			return identity.Identity{}, unauthorized("The Authorization header must be \"Bearer <token>\".")
 		}
-		id, ok := g.lookup(strings.TrimLeft(tok, " "))
-		if !ok {
-			return identity.Identity{}, unauthorized("The bearer token is not valid.")
+		tok = strings.TrimLeft(tok, " ")
+		if id, ok := g.lookup(tok); ok {
+			return id, nil
 		}
-		return id, nil
+		if g.bearer != nil && idp.LooksLikeJWT(tok) {
+			return g.verifyJWT(r, tok)
+		}
+		return identity.Identity{}, unauthorized("The bearer token is not valid.")
 	}
 	cookies := r.CookiesNamed(g.cookieName)
 	if len(cookies) == 0 {
 		if r.URL != nil && r.URL.Query().Has("token") {
 			return identity.Identity{}, unauthorized("A token in the query string is accepted only when opening a page; send Authorization: Bearer <token> instead.")
 		}
+		if g.oidc != nil {
+			return identity.Identity{}, unauthorized("No credential: send Authorization: Bearer <token>, or sign in at " + LoginPath + ".")
+		}
 		return identity.Identity{}, unauthorized("No credential: send Authorization: Bearer <token>, or open the start URL once in this browser.")
 	}
-	// Several cookies of one name can arrive (another Path or Domain); any
-	// valid one will do, looking at a bounded number.
-	for i, c := range cookies {
-		if i == 4 {
-			break
-		}
-		if id, ok := g.lookup(c.Value); ok {
-			return id, nil
-		}
+	if id, ok := g.cookieIdentity(r); ok {
+		return id, nil
+	}
+	if g.oidc != nil {
+		return identity.Identity{}, unauthorized("The sign-in cookie is not valid (it expired, was signed out or revoked); sign in again at " + LoginPath + ".")
 	}
 	return identity.Identity{}, unauthorized("The sign-in cookie is not valid (its token may have been revoked); open the start URL again.")
 }
 
+// verifyJWT checks a bearer JWT.
+func (g *Guard) verifyJWT(r *http.Request, tok string) (identity.Identity, error) {
+	id, err := g.bearer.Verify(r.Context(), tok)
+	if err == nil {
+		return id, nil
+	}
+	var refusal *idp.Refusal
+	switch {
+	case errors.As(err, &refusal):
+		g.refusals.jwt(r, refusal.Reason)
+		if refusal.Expired {
+			return identity.Identity{}, unauthorized("The bearer token has expired; get a new one from the identity provider.")
+		}
+		return identity.Identity{}, unauthorized("The bearer token is not valid.")
+	case errors.Is(err, idp.ErrUnavailable):
+		g.refusals.unavailable(err)
+		return identity.Identity{}, &AuthError{Status: http.StatusServiceUnavailable, Code: codes.IdentityUnavailable,
+			Message: "The identity provider's keys cannot be fetched right now, so the bearer token cannot be checked; try again later."}
+	default: // the request's context ended during a key fetch
+		return identity.Identity{}, unauthorized("The bearer token could not be checked.")
+	}
+}
+
 // Context returns a child of parent that is cancelled with cause
-// identity.ErrRevoked as soon as id's token stops authenticating as id.Subject
-// (removed from the tokens file, or moved to another subject). When that
-// already happened, the context comes back cancelled. The launch token and
-// NoAuth identities are never revoked. The CancelFunc releases the
-// registration and must be called, as with context.WithCancel.
+// identity.ErrRevoked as soon as id's credential stops proving id.Subject:
+// a static token removed from the tokens file (or moved to another
+// subject), a browser sign-in signed out, re-checked and refused, or over,
+// and any credential at its Expires (a JWT's exp). When that already
+// happened, the context comes back cancelled. The launch token, a trusted
+// proxy's header and NoAuth identities are never revoked. The CancelFunc
+// releases the registration and must be called, as with
+// context.WithCancel.
 func (g *Guard) Context(parent context.Context, id identity.Identity) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
-	release := func() { cancel(context.Canceled) }
 	if g.noAuth {
+		ctx, cancel := context.WithCancel(parent)
+		return ctx, cancel
+	}
+	var ctx context.Context
+	var release context.CancelFunc
+	switch {
+	case strings.HasPrefix(id.Credential, idp.SignInPrefix) && g.oidc != nil:
+		ctx, release = g.oidc.Context(parent, id)
+	case strings.HasPrefix(id.Credential, idp.CredentialPrefix), strings.HasPrefix(id.Credential, proxyPrefix):
+		ctx, release = context.WithCancel(parent)
+	default:
+		ctx, release = g.tokenContext(parent, id)
+	}
+	if id.Expires.IsZero() {
 		return ctx, release
 	}
+	// The credential's end ends what it opened.
+	ctx, cancel := context.WithCancelCause(ctx)
+	expire := func() { cancel(identity.ErrRevoked) }
+	left := id.Expires.Sub(g.clock.Now())
+	if left <= 0 {
+		expire()
+		return ctx, func() { cancel(context.Canceled); release() }
+	}
+	t := g.clock.AfterFunc(left, expire)
+	return ctx, func() { t.Stop(); cancel(context.Canceled); release() }
+}
+
+// tokenContext is Context for a static token.
+func (g *Guard) tokenContext(parent context.Context, id identity.Identity) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	release := func() { cancel(context.Canceled) }
 	g.mu.Lock()
 	subject, ok := g.subjectOfLocked(id.Credential)
 	if !ok || subject != id.Subject {

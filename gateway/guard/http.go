@@ -44,6 +44,9 @@ func (g *Guard) admit(w http.ResponseWriter, r *http.Request, public func(string
 		g.confirmSignIn(w, r)
 		return nil, false
 	}
+	if g.authRoute(w, r) {
+		return nil, false
+	}
 	isPublic := public != nil && public(routePath(r))
 	if isPublic && r.Method == http.MethodGet && !g.noAuth && r.URL.Query().Has("token") {
 		g.exchange(w, r)
@@ -59,7 +62,12 @@ func (g *Guard) admit(w http.ResponseWriter, r *http.Request, public func(string
 			ae = unauthorized("Authentication failed.")
 		}
 		g.log.Debug("refused: not authenticated", "remote", r.RemoteAddr, "method", r.Method, "path", clip(r.URL.Path), "reason", ae.Message)
-		w.Header().Set("WWW-Authenticate", "Bearer")
+		switch ae.Status {
+		case http.StatusUnauthorized:
+			w.Header().Set("WWW-Authenticate", g.challenge(r))
+		case http.StatusServiceUnavailable:
+			w.Header().Set("Retry-After", "10")
+		}
 		writeError(w, r, ae.Status, ae.Code, ae.Message)
 		return nil, false
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/identity"
+	"github.com/surfaced/surfaced/identity/idp"
 )
 
 // SignInPath is where the sign-in confirmation page posts to.
@@ -114,11 +115,20 @@ func (g *Guard) signIn(w http.ResponseWriter, r *http.Request, id identity.Ident
 }
 
 // cookieIdentity is who the browser's sign-in cookie says it is, when it
-// holds a valid token.
+// holds a valid token or a browser sign-in. Several cookies of one name
+// can arrive (another Path or Domain); any valid one will do, looking at a
+// bounded number.
 func (g *Guard) cookieIdentity(r *http.Request) (identity.Identity, bool) {
 	for i, c := range r.CookiesNamed(g.cookieName) {
 		if i == 4 {
 			break
+		}
+		if strings.HasPrefix(c.Value, idp.CookiePrefix) {
+			if g.oidc != nil {
+				if id, ok := g.oidc.Lookup(c.Value); ok {
+					return id, true
+				}
+			}
 		}
 		if id, ok := g.lookup(c.Value); ok {
 			return id, true
