@@ -317,6 +317,7 @@ func editDistance(a, b string) int {
 func (f *File) resolvePaths() {
 	f.DataDir = absPath(f.baseDir, f.DataDir)
 	f.TokensFile = absPath(f.baseDir, f.TokensFile)
+	f.OIDC.ClientSecretFile = absPath(f.baseDir, f.OIDC.ClientSecretFile)
 	f.WebRoot = absPath(f.baseDir, f.WebRoot)
 	for i, r := range f.WorkspaceRoots {
 		f.WorkspaceRoots[i] = absPath(f.baseDir, r)

@@ -72,6 +72,16 @@ type File struct {
 	// Agents are the hosted agents, in order.
 	Agents []AgentEntry `yaml:"agents"`
 
+	// OIDC is browser sign-in through an OpenID provider, beside token and
+	// tokens_file (see docs/security.md); JWT the issuers whose JWTs are
+	// bearer tokens; TrustedProxy an authenticating proxy in front.
+	OIDC         OIDCSection         `yaml:"oidc"`
+	JWT          []JWTIssuer         `yaml:"jwt"`
+	TrustedProxy TrustedProxySection `yaml:"trusted_proxy"`
+	// Access says which subjects or groups may use which agent; an agent
+	// it does not name is open to every subject (absent: all are).
+	Access map[string]AccessRule `yaml:"access"`
+
 	Limits  LimitsSection  `yaml:"limits"`
 	ACP     ACPSection     `yaml:"acp"`
 	MCP     MCPSection     `yaml:"mcp"`
@@ -202,6 +212,61 @@ type MCPSection struct {
 	ArtifactInlineBytes Size `yaml:"artifact_inline_bytes"`
 }
 
+// OIDCSection configures browser sign-in (file section oidc); an empty
+// Issuer means none.
+type OIDCSection struct {
+	Issuer       string `yaml:"issuer"`
+	ClientID     string `yaml:"client_id"`
+	ClientSecret string `yaml:"client_secret"` // or client_secret_file, or SURFACED_OIDC_CLIENT_SECRET
+	// ClientSecretFile holds the secret (its first line); relative to the
+	// configuration file.
+	ClientSecretFile string   `yaml:"client_secret_file"`
+	RedirectURL      string   `yaml:"redirect_url"`
+	Scopes           []string `yaml:"scopes"`        // ([openid, profile, email])
+	SubjectClaim     string   `yaml:"subject_claim"` // (sub): the subject is "<issuer>#<value>"
+	GroupsClaim      string   `yaml:"groups_claim"`  // (groups)
+	SessionLifetime  Duration `yaml:"session_lifetime"`
+	// RecheckInterval is how often a sign-in is checked at the provider
+	// (5m): a person disabled there is signed out within it.
+	RecheckInterval Duration `yaml:"recheck_interval"`
+	JWKSMaxAge      Duration `yaml:"jwks_max_age"` // (24h)
+	ClockSkew       Duration `yaml:"clock_skew"`   // on exp, nbf, iat (1m)
+}
+
+// Enabled reports whether browser sign-in is configured.
+func (o OIDCSection) Enabled() bool { return o.Issuer != "" }
+
+// JWTIssuer is one issuer whose JWTs are bearer tokens (file section
+// jwt, a list).
+type JWTIssuer struct {
+	Issuer   string `yaml:"issuer"`
+	Audience string `yaml:"audience"`
+	// JWKSURL is the key set; empty reads it from the issuer's discovery
+	// document.
+	JWKSURL      string   `yaml:"jwks_url"`
+	SubjectClaim string   `yaml:"subject_claim"` // (sub)
+	GroupsClaim  string   `yaml:"groups_claim"`  // (groups)
+	JWKSMaxAge   Duration `yaml:"jwks_max_age"`  // (24h)
+	ClockSkew    Duration `yaml:"clock_skew"`    // (1m)
+}
+
+// TrustedProxySection configures an authenticating proxy in front (file
+// section trusted_proxy); an empty Header means none.
+type TrustedProxySection struct {
+	Header       string   `yaml:"header"`
+	GroupsHeader string   `yaml:"groups_header"`
+	From         []string `yaml:"from"` // CIDRs or addresses of the proxy
+}
+
+// Enabled reports whether a trusted proxy is configured.
+func (p TrustedProxySection) Enabled() bool { return p.Header != "" || len(p.From) > 0 }
+
+// AccessRule names who may use one agent (file section access).
+type AccessRule struct {
+	Subjects []string `yaml:"subjects"`
+	Groups   []string `yaml:"groups"`
+}
+
 // AgentInfo is what initialize reports as agentInfo.
 type AgentInfo struct {
 	Name    string `yaml:"name"`
@@ -308,6 +373,15 @@ func defaultFile(getenv func(string) string) *File {
 
 			ConnectionsPerSubject: 32,
 			SessionsPerConnection: 64,
+		},
+		OIDC: OIDCSection{
+			Scopes:          []string{"openid", "profile", "email"},
+			SubjectClaim:    "sub",
+			GroupsClaim:     "groups",
+			SessionLifetime: Duration(12 * time.Hour),
+			RecheckInterval: Duration(5 * time.Minute),
+			JWKSMaxAge:      Duration(24 * time.Hour),
+			ClockSkew:       Duration(time.Minute),
 		},
 		MCP: MCPSection{
 			Enabled:                 true,

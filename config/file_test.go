@@ -83,7 +83,7 @@ func TestDefaultDataDir(t *testing.T) {
 func TestStrictDecoding(t *testing.T) {
 	cases := []struct{ name, src, want string }{
 		{"unknown top-level key", "addr: 127.0.0.1:1\nlisten: :80\n",
-			"surfaced.yaml:2: listen: unknown key (known: acp, addr, agents, allowed_hostnames,"},
+			"surfaced.yaml:2: listen: unknown key (known: access, acp, addr, agents, allowed_hostnames,"},
 		{"misspelled key", "adr: 127.0.0.1:1\n", "surfaced.yaml:1: adr: unknown key (did you mean addr?)"},
 		{"unknown nested key", "limits:\n  body_bytes: 1MiB\n  replay_byts: 3\n",
 			"surfaced.yaml:3: limits.replay_byts: unknown key (did you mean replay_bytes?)"},

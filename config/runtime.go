@@ -326,6 +326,13 @@ type Flags struct {
 	LogFormat  *string // --log-format
 	WebRoot    *string // --web-root
 
+	OIDCIssuer           *string   // --oidc-issuer
+	OIDCClientID         *string   // --oidc-client-id
+	OIDCClientSecretFile *string   // --oidc-client-secret-file
+	OIDCRedirectURL      *string   // --oidc-redirect-url
+	TrustedProxyHeader   *string   // --trusted-proxy-header
+	TrustedProxyFrom     *[]string // --trusted-proxy-from
+
 	ClusterName      *string   // --cluster-name
 	ClusterProvider  *string   // --cluster-provider
 	EtcdEndpoints    *[]string // --etcd-endpoints
@@ -347,6 +354,9 @@ func (f *File) ApplyEnv(getenv func(string) string) {
 	}
 	if t := getenv(EnvToken); t != "" {
 		f.Token, f.TokensFile, f.NoAuth = t, "", false
+	}
+	if s := getenv(EnvOIDCClientSecret); s != "" {
+		f.OIDC.ClientSecret, f.OIDC.ClientSecretFile = s, ""
 	}
 }
 
@@ -374,6 +384,16 @@ func (f *File) ApplyFlags(fl Flags) error {
 	}
 	if fl.AutomanagedPeers != nil {
 		f.Cluster.AutomanagedPeers = *fl.AutomanagedPeers
+	}
+	set(&f.OIDC.Issuer, fl.OIDCIssuer)
+	set(&f.OIDC.ClientID, fl.OIDCClientID)
+	set(&f.OIDC.RedirectURL, fl.OIDCRedirectURL)
+	if fl.OIDCClientSecretFile != nil {
+		f.OIDC.ClientSecret, f.OIDC.ClientSecretFile = "", absPath("", *fl.OIDCClientSecretFile)
+	}
+	set(&f.TrustedProxy.Header, fl.TrustedProxyHeader)
+	if fl.TrustedProxyFrom != nil {
+		f.TrustedProxy.From = *fl.TrustedProxyFrom
 	}
 	set(&f.PprofAddr, fl.PprofAddr)
 	set(&f.LogLevel, fl.LogLevel)

@@ -27,6 +27,7 @@ func (f *File) Validate() error {
 	v := &validation{f: f}
 	v.server()
 	v.auth()
+	v.identity()
 	v.gates()
 	_, errs := f.manifests()
 	v.errs = append(v.errs, errs...)
