@@ -73,7 +73,14 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 	if cc != nil && f.Cluster.Provider == config.ProviderAutomanaged {
 		cc.Evicted = func() { evict(errEvicted) }
 	}
+	ids, err := newIdentitySources(ctx, f, log)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	defer ids.close()
+
 	rt, err := surfaced.New(surfaced.Config{
+		Access:         f.AccessRules(),
 		Store:          st,
 		Agents:         specs,
 		Limits:         f.SessionLimits(),
@@ -100,11 +107,20 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 	}
 	addr := ln.Addr().String()
 	token := f.Token
-	if token == "" && f.TokensFile == "" && !f.NoAuth {
+	if token == "" && f.TokensFile == "" && !f.NoAuth && !ids.any() {
 		token = guard.LaunchToken()
+	}
+	var resources []string
+	if f.MCP.Enabled && ids.bearer != nil {
+		resources = []string{f.MCP.Path}
 	}
 	_, port, _ := net.SplitHostPort(addr)
 	g, err := guard.New(guard.Config{
+		SignIn:             ids.signIn,
+		Bearer:             ids.bearer,
+		TrustedProxy:       ids.proxy,
+		ProtectedResources: resources,
+		PublicOrigin:       ids.origin,
 		Addr:             addr,
 		AllowedHostnames: f.AllowedHostnames,
 		BrowserOrigins:   f.BrowserOrigins,
@@ -181,11 +197,16 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 		names = append(names, s.Name)
 	}
 	log.Info("surfaced listening", "addr", addr, "agents", names, "store", storeName(f), "version", surfaced.Version)
+	home := "/"
 	if f.WebRoot != "" {
 		log.Info("serving the web app", "dir", f.WebRoot, "path", gateway.AppPrefix)
-		fmt.Fprintln(out, "surfaced: open "+startURL(addr, token, f, gateway.AppPrefix))
+		home = gateway.AppPrefix
+	}
+	if ids.signIn != nil && ids.origin != "" {
+		// Browsers sign in with the identity provider.
+		fmt.Fprintln(out, "surfaced: open "+ids.origin+home+" (sign in with "+ids.signIn.Issuer()+")")
 	} else {
-		fmt.Fprintln(out, "surfaced: open "+startURL(addr, token, f, "/"))
+		fmt.Fprintln(out, "surfaced: open "+startURL(addr, token, f, home))
 	}
 
 	select {

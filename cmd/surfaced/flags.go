@@ -21,6 +21,10 @@ type daemonFlags struct {
 	logFormat  string
 	webRoot    string
 
+	oidcIssuer, oidcClientID, oidcSecretFile, oidcRedirectURL string
+	proxyHeader                                                string
+	proxyFrom                                                  []string
+
 	clusterName      string
 	clusterProvider  string
 	etcdEndpoints    []string
@@ -44,6 +48,12 @@ func (f *daemonFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
 	fs.StringVar(&f.logFormat, "log-format", "", "text or json (default text)")
 	fs.StringVar(&f.webRoot, "web-root", "", "serve this directory (a built web app with its index.html) at /app/ on the daemon's origin")
+	fs.StringVar(&f.oidcIssuer, "oidc-issuer", "", "sign browsers in with this OpenID provider (its issuer URL; with --oidc-client-id and --oidc-redirect-url)")
+	fs.StringVar(&f.oidcClientID, "oidc-client-id", "", "the OpenID client registered at the provider")
+	fs.StringVar(&f.oidcSecretFile, "oidc-client-secret-file", "", "file holding the OpenID client's secret (or $"+config.EnvOIDCClientSecret+")")
+	fs.StringVar(&f.oidcRedirectURL, "oidc-redirect-url", "", "this daemon's sign-in callback as browsers reach it (https://surfaced.example.com/auth/callback)")
+	fs.StringVar(&f.proxyHeader, "trusted-proxy-header", "", "behind an authenticating proxy: the header it puts the subject in (X-Forwarded-User)")
+	fs.StringSliceVar(&f.proxyFrom, "trusted-proxy-from", nil, "the proxy's addresses or CIDRs, comma-separated; only they may send --trusted-proxy-header")
 	fs.StringVar(&f.clusterName, "cluster-name", "", "join a cluster of this name (needs --cluster-provider and a postgres:// --store)")
 	fs.StringVar(&f.clusterProvider, "cluster-provider", "", "cluster membership: etcd; k8s (binaries built with -tags k8s); or automanaged (several processes on one machine, development)")
 	fs.StringSliceVar(&f.etcdEndpoints, "etcd-endpoints", nil, "etcd endpoints host:port, comma-separated (--cluster-provider etcd)")
@@ -89,6 +99,24 @@ func (f *daemonFlags) flags(cmd *cobra.Command) config.Flags {
 	}
 	if set("web-root") {
 		out.WebRoot = &f.webRoot
+	}
+	if set("oidc-issuer") {
+		out.OIDCIssuer = &f.oidcIssuer
+	}
+	if set("oidc-client-id") {
+		out.OIDCClientID = &f.oidcClientID
+	}
+	if set("oidc-client-secret-file") {
+		out.OIDCClientSecretFile = &f.oidcSecretFile
+	}
+	if set("oidc-redirect-url") {
+		out.OIDCRedirectURL = &f.oidcRedirectURL
+	}
+	if set("trusted-proxy-header") {
+		out.TrustedProxyHeader = &f.proxyHeader
+	}
+	if set("trusted-proxy-from") {
+		out.TrustedProxyFrom = &f.proxyFrom
 	}
 	if set("cluster-name") {
 		out.ClusterName = &f.clusterName
