@@ -39,6 +39,7 @@ type setup struct {
 	gateway gateway.Limits
 	agentUI map[string]gateway.AgentUI
 	guard   guard.Config
+	guardAt func(url string, c *guard.Config)
 	acp     acpgw.Options
 	mcp     mcpgw.Options
 	dev     bool
@@ -83,6 +84,11 @@ func AgentUI(agent string, ui gateway.AgentUI) Option {
 // Guard adjusts the guard's config (Addr is set by Start; a token is set
 // unless the config has one, a tokens file or NoAuth).
 func Guard(f func(*guard.Config)) Option { return func(s *setup) { f(&s.guard) } }
+
+// GuardAt adjusts the guard's config knowing the daemon's URL
+// (http://127.0.0.1:port), after Guard: for what names the daemon's own
+// address (an OpenID redirect URL).
+func GuardAt(f func(url string, c *guard.Config)) Option { return func(s *setup) { s.guardAt = f } }
 
 // ACP adjusts the ACP mount's options (Runtime, Revoker and Logger are set
 // by Start).
@@ -189,6 +195,9 @@ func Start(t testing.TB, opts ...Option) *Daemon {
 	gc.Addr = d.Addr
 	if gc.Logger == nil {
 		gc.Logger = s.cfg.Logger
+	}
+	if s.guardAt != nil {
+		s.guardAt(d.URL, &gc)
 	}
 	if gc.Token == "" && !gc.NoAuth && gc.TokensFile == "" {
 		gc.Token = Token

@@ -2,7 +2,7 @@
 // certified zitadel/oidc OP with its example storage and login page, on a
 // loopback port, with what a test needs to drive it from outside:
 //
-//	POST /test/client   {"id","secret","redirect_uris":[...]}  register a web client
+//	POST /test/client   {"id","secret","redirect_uris":[...],"jwt_access_tokens":bool}  register a web client
 //	POST /test/rotate                                          a new signing key (the old one stays published)
 //	POST /test/keys?down=1|0                                   the key set answers 503 (or again 200)
 //	POST /test/disable?user=NAME                               the user can no longer sign in, refresh or use userinfo
@@ -66,7 +66,7 @@ func main() {
 	issuer := "http://" + ln.Addr().String()
 
 	store := &userStore{users: map[string]*storage.User{}}
-	ctl := &control{groups: map[string][]string{}, disabled: map[string]bool{}}
+	ctl := &control{groups: map[string][]string{}, disabled: map[string]bool{}, jwtClients: map[string]bool{}}
 	for name, u := range users {
 		email := u.Email
 		if email == "" {
@@ -89,6 +89,7 @@ func main() {
 			ID           string   `json:"id"`
 			Secret       string   `json:"secret"`
 			RedirectURIs []string `json:"redirect_uris"`
+			JWT          bool     `json:"jwt_access_tokens"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&c); err != nil || c.ID == "" {
 			http.Error(w, "want {id, secret, redirect_uris}", http.StatusBadRequest)
@@ -96,6 +97,11 @@ func main() {
 		}
 		// A test registers a client before any request of it.
 		storage.RegisterClients(storage.WebClient(c.ID, c.Secret, c.RedirectURIs...))
+		if c.JWT {
+			ctl.mu.Lock()
+			ctl.jwtClients[c.ID] = true
+			ctl.mu.Unlock()
+		}
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("POST /test/rotate", func(w http.ResponseWriter, r *http.Request) {
@@ -171,6 +177,9 @@ type control struct {
 	keysDown bool
 	groups   map[string][]string // user id -> groups
 	disabled map[string]bool     // user id -> disabled
+	// jwtClients get JWT access tokens (aud: the client id), with the
+	// user's groups.
+	jwtClients map[string]bool
 }
 
 type signingKey struct {
@@ -253,6 +262,42 @@ func (s *testStorage) SetUserinfoFromRequest(ctx context.Context, userinfo *oidc
 		userinfo.AppendClaims("groups", groups)
 	}
 	return nil
+}
+
+// jwtClient is a client whose access tokens are JWTs.
+type jwtClient struct{ op.Client }
+
+func (jwtClient) AccessTokenType() op.AccessTokenType { return op.AccessTokenTypeJWT }
+
+func (s *testStorage) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
+	c, err := s.Storage.GetClientByClientID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	s.ctl.mu.Lock()
+	jwt := s.ctl.jwtClients[id]
+	s.ctl.mu.Unlock()
+	if jwt {
+		return jwtClient{c}, nil
+	}
+	return c, nil
+}
+
+func (s *testStorage) GetPrivateClaimsFromScopes(ctx context.Context, userID, clientID string, scopes []string) (map[string]any, error) {
+	claims, err := s.Storage.GetPrivateClaimsFromScopes(ctx, userID, clientID, scopes)
+	if err != nil {
+		return nil, err
+	}
+	s.ctl.mu.Lock()
+	groups := s.ctl.groups[userID]
+	s.ctl.mu.Unlock()
+	if groups != nil {
+		if claims == nil {
+			claims = map[string]any{}
+		}
+		claims["groups"] = groups
+	}
+	return claims, nil
 }
 
 func (s *testStorage) SetUserinfoFromToken(ctx context.Context, userinfo *oidc.UserInfo, tokenID, subject, origin string) error {
