@@ -120,6 +120,7 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 		Bearer:             ids.bearer,
 		TrustedProxy:       ids.proxy,
 		ProtectedResources: resources,
+		ResourceScopes:     resourceScopes(f),
 		PublicOrigin:       ids.origin,
 		Addr:             addr,
 		AllowedHostnames: f.AllowedHostnames,
@@ -232,6 +233,15 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 }
 
 var errEvicted = errors.New("this node was evicted from the cluster; exiting for the service manager to start it again")
+
+// resourceScopes are the scopes the MCP mount's resource metadata tells a
+// client to ask for: the browser sign-in's, when there is one.
+func resourceScopes(f *config.File) []string {
+	if f.OIDC.Enabled() {
+		return f.OIDC.Scopes
+	}
+	return nil
+}
 
 func openStore(ctx context.Context, f *config.File) (store.Store, error) {
 	switch f.StoreKind() {

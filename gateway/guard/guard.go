@@ -70,6 +70,9 @@ type Config struct {
 	// which the guard serves at /.well-known/oauth-protected-resource<prefix>
 	// when Bearer is set.
 	ProtectedResources []string
+	// ResourceScopes are the scopes the resource metadata says a client
+	// asks for (scopes_supported; nil: openid, profile, email).
+	ResourceScopes []string
 	// PublicOrigin is the daemon's origin as browsers and clients reach it
 	// (scheme://host[:port]), for the resource metadata; "" derives it
 	// from each request.
@@ -110,6 +113,7 @@ type Guard struct {
 	bearer         *idp.Bearer
 	proxy          *TrustedProxy
 	resources      []string
+	resourceScopes []string
 	publicOrigin   string
 	clock          clock.Clock
 	refusals       *refusalLog
@@ -151,6 +155,7 @@ func New(cfg Config) (*Guard, error) {
 		bearer:         cfg.Bearer,
 		proxy:          cfg.TrustedProxy,
 		publicOrigin:   strings.TrimSuffix(cfg.PublicOrigin, "/"),
+		resourceScopes: cfg.ResourceScopes,
 		clock:          cfg.Clock,
 	}
 	if g.log == nil {
@@ -160,6 +165,9 @@ func New(cfg Config) (*Guard, error) {
 		g.clock = clock.Real{}
 	}
 	g.refusals = newRefusalLog(g.log)
+	if g.resourceScopes == nil {
+		g.resourceScopes = []string{"openid", "profile", "email"}
+	}
 	for _, p := range cfg.ProtectedResources {
 		if p = strings.TrimSuffix(p, "/"); p == "" || !strings.HasPrefix(p, "/") {
 			return nil, fmt.Errorf("guard: protected resource %q must be a path", p)

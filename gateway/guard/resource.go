@@ -35,8 +35,10 @@ func (g *Guard) resourceMetadata(w http.ResponseWriter, r *http.Request, suffix 
 		Resource               string   `json:"resource"`
 		AuthorizationServers   []string `json:"authorization_servers"`
 		BearerMethodsSupported []string `json:"bearer_methods_supported"`
+		ScopesSupported        []string `json:"scopes_supported"`
 		ResourceName           string   `json:"resource_name"`
 	}{
+		ScopesSupported:        g.resourceScopes,
 		Resource:               g.origin(r) + resource,
 		AuthorizationServers:   g.bearer.Issuers(),
 		BearerMethodsSupported: []string{"header"},
