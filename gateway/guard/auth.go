@@ -193,9 +193,13 @@ func (g *Guard) logout(w http.ResponseWriter, r *http.Request) {
 
 // Me is the answer of MePath.
 type Me struct {
-	SignedIn bool     `json:"signedIn"`
-	Subject  string   `json:"subject,omitempty"`
-	Groups   []string `json:"groups,omitempty"`
+	SignedIn bool   `json:"signedIn"`
+	Subject  string `json:"subject,omitempty"`
+	// Name is the person's name for people to read, when the identity
+	// provider gave one (a browser sign-in's name, preferred_username or
+	// email claim).
+	Name   string   `json:"name,omitempty"`
+	Groups []string `json:"groups,omitempty"`
 	// Via says how: "signin" (the identity provider, by cookie), "token"
 	// (a static token, by cookie or bearer), "jwt", "proxy" or "none"
 	// (authentication off).
@@ -217,6 +221,9 @@ func (g *Guard) me(w http.ResponseWriter, r *http.Request) {
 	if id, err := g.Authenticate(r); err == nil {
 		out.SignedIn, out.Subject, out.Groups = true, id.Subject, id.Groups
 		out.Via = via(id)
+		if out.Via == "signin" {
+			out.Name = g.oidc.NameOf(id.Credential)
+		}
 		if !id.Expires.IsZero() {
 			out.Expires = id.Expires.UTC().Format(time.RFC3339)
 		}

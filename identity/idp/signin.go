@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -97,6 +99,7 @@ type attempt struct {
 // signin is one browser's sign-in.
 type signin struct {
 	subject  string
+	name     string // for people to read: the ID token's name, preferred_username or email
 	groups   []string
 	expires  time.Time
 	token    *oauth2.Token // refresh token and access token for re-checks
@@ -266,7 +269,7 @@ func (s *SignIn) Finish(ctx context.Context, q url.Values, boundState string) (D
 	if raw == "" {
 		return Done{}, &FinishError{Status: http.StatusForbidden, Msg: "The identity provider gave no ID token.", Err: errors.New("no id_token")}
 	}
-	id, err := s.identityOf(ctx, raw, a.nonce)
+	id, name, err := s.identityOf(ctx, raw, a.nonce)
 	if err != nil {
 		status := http.StatusForbidden
 		if errors.Is(err, ErrUnavailable) {
@@ -274,10 +277,13 @@ func (s *SignIn) Finish(ctx context.Context, q url.Values, boundState string) (D
 		}
 		return Done{}, &FinishError{Status: status, Msg: "The identity provider's ID token was not accepted.", Err: err}
 	}
+	if name == "" {
+		name = s.userinfoName(hctx, tok)
+	}
 	cookie := CookiePrefix + random()
 	cred := credentialOf(cookie)
 	now := s.cfg.Clock.Now()
-	si := &signin{subject: id.Subject, groups: id.Groups, expires: now.Add(s.cfg.Lifetime), token: tok, watchers: map[*watcher]struct{}{}}
+	si := &signin{subject: id.Subject, name: name, groups: id.Groups, expires: now.Add(s.cfg.Lifetime), token: tok, watchers: map[*watcher]struct{}{}}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -291,14 +297,16 @@ func (s *SignIn) Finish(ctx context.Context, q url.Values, boundState string) (D
 }
 
 // identityOf verifies an ID token: with a nonce for the callback's, and
-// none for a refreshed one (which need not carry it).
-func (s *SignIn) identityOf(ctx context.Context, raw, nonce string) (identity.Identity, error) {
+// none for a refreshed one (which need not carry it). name is the person's
+// name for people to read (name, preferred_username or email; "" when it
+// has none).
+func (s *SignIn) identityOf(ctx context.Context, raw, nonce string) (_ identity.Identity, name string, _ error) {
 	tok, c, err := s.cfg.Issuer.verify(ctx, s.verifier, raw)
 	if err != nil {
-		return identity.Identity{}, err
+		return identity.Identity{}, "", err
 	}
 	if nonce != "" && tok.Nonce != nonce {
-		return identity.Identity{}, refuse("the ID token's nonce is not this sign-in's", nil)
+		return identity.Identity{}, "", refuse("the ID token's nonce is not this sign-in's", nil)
 	}
 	if len(tok.Audience) > 1 {
 		var azp struct {
@@ -306,14 +314,62 @@ func (s *SignIn) identityOf(ctx context.Context, raw, nonce string) (identity.Id
 		}
 		_ = tok.Claims(&azp)
 		if azp.AZP != s.cfg.ClientID {
-			return identity.Identity{}, refuse("the ID token is for several audiences and its azp is not this client", nil)
+			return identity.Identity{}, "", refuse("the ID token is for several audiences and its azp is not this client", nil)
 		}
 	}
 	subject, err := s.cfg.Issuer.subject(c, s.cfg.SubjectClaim)
 	if err != nil {
-		return identity.Identity{}, err
+		return identity.Identity{}, "", err
 	}
-	return identity.Identity{Subject: subject, Groups: groups(c, s.cfg.GroupsClaim)}, nil
+	for _, claim := range []string{"name", "preferred_username", "email"} {
+		var v string
+		if raw, ok := c[claim]; ok && json.Unmarshal(raw, &v) == nil && checkClaimValue(v) == nil {
+			name = v
+			break
+		}
+	}
+	return identity.Identity{Subject: subject, Groups: groups(c, s.cfg.GroupsClaim)}, name, nil
+}
+
+// userinfoName asks userinfo for the person's name when the ID token had
+// none (providers leave profile claims out of ID tokens that come with an
+// access token); "" when it cannot.
+func (s *SignIn) userinfoName(ctx context.Context, tok *oauth2.Token) string {
+	if s.userinfo == "" || tok.AccessToken == "" {
+		return ""
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.userinfo, nil)
+	if err != nil {
+		return ""
+	}
+	req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+	req.Header.Set("Accept", "application/json")
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var c map[string]any
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, maxDocument)).Decode(&c) != nil {
+		return ""
+	}
+	for _, claim := range []string{"name", "preferred_username", "email"} {
+		if v, ok := c[claim].(string); ok && checkClaimValue(v) == nil {
+			return v
+		}
+	}
+	return ""
+}
+
+// NameOf is the name, for people to read, of a sign-in credential's person
+// ("" when unknown).
+func (s *SignIn) NameOf(credential string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if si, ok := s.signins[credential]; ok {
+		return si.name
+	}
+	return ""
 }
 
 // Lookup returns the identity of a sign-in cookie's value, while the
@@ -435,7 +491,7 @@ func (s *SignIn) recheck(cred string) {
 	}
 	if updated != nil {
 		if raw, _ := updated.Extra("id_token").(string); raw != "" {
-			id, err := s.identityOf(ctx, raw, "")
+			id, _, err := s.identityOf(ctx, raw, "")
 			switch {
 			case errors.Is(err, ErrUnavailable):
 			case err != nil:

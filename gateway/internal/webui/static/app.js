@@ -18,6 +18,7 @@
     "empty-state", "chat-log", "chat-history", "chat-live", "widgets", "dialogs", "composer",
     "composer-input", "abort", "send", "surface-panels", "toasts", "chat", "attachments", "attach-input",
     "attach", "drop-zone", "lightbox", "lightbox-name", "lightbox-open", "lightbox-img",
+    "account", "account-avatar", "account-name", "account-via", "sign-out",
   ]) {
     el[id.replace(/-([a-z])/g, (_, c) => c.toUpperCase())] = document.getElementById(id);
   }
@@ -27,6 +28,7 @@
     sessions: [],
     current: null, // see openSession
     creating: false,
+    me: null, // GET /auth/me: who this browser is signed in as, and how it signs in and out
   };
 
   // ------------------------------------------------------------------ DOM helpers
@@ -388,8 +390,85 @@
     cur.session.close();
   }
 
-  function showSignedOut() {
+  // ------------------------------------------------------------------ who is signed in
+
+  // A person who signed out is not sent straight back to the identity provider (which would sign
+  // them in again at once); this tab remembers it until they sign in.
+  const SIGNED_OUT = "surfaced.signedOut";
+
+  async function loadMe() {
+    try {
+      const res = await fetch("/auth/me", { credentials: "same-origin", headers: { Accept: "application/json" } });
+      app.me = res.ok ? await res.json() : null;
+    } catch (e) {
+      app.me = null;
+    }
+  }
+
+  function signInURL() {
+    return app.me.signIn + "?next=" + encodeURIComponent(location.pathname + location.search + location.hash);
+  }
+
+  // accountName splits a subject: "<issuer>#<value>" shows the value, and the issuer's host as how.
+  function accountName(me) {
+    const cut = me.subject.lastIndexOf("#");
+    if (cut > 0 && /^https?:\/\//.test(me.subject)) {
+      let host = me.subject.slice(0, cut);
+      try {
+        host = new URL(host).host;
+      } catch (e) {
+        // keep the issuer as written
+      }
+      return { name: me.name || me.subject.slice(cut + 1), via: "via " + host };
+    }
+    const via = { token: "with a token", proxy: "via the proxy", none: "authentication off" }[me.via] || "";
+    return { name: me.name || me.subject, via: via };
+  }
+
+  function renderAccount() {
+    const me = app.me;
+    if (!me || !me.signedIn) {
+      show(el.account, false);
+      return;
+    }
+    const who = accountName(me);
+    el.accountName.textContent = who.name;
+    el.accountName.title = me.subject + (me.groups && me.groups.length ? " (" + me.groups.join(", ") + ")" : "");
+    el.accountVia.textContent = who.via;
+    el.accountAvatar.textContent = (who.name.match(/[\p{L}\p{N}]/u) || ["?"])[0].toUpperCase();
+    show(el.signOut, Boolean(me.signOut));
+    show(el.account, true);
+  }
+
+  el.signOut.addEventListener("click", async () => {
+    if (!app.me || !app.me.signOut) return;
+    try {
+      const res = await fetch(app.me.signOut, { method: "POST", credentials: "same-origin" });
+      if (!res.ok && res.status !== 204) throw new Error("the daemon answered " + res.status);
+    } catch (e) {
+      toast("Could not sign out: " + errorMessage(e), "error");
+      return;
+    }
+    sessionStorage.setItem(SIGNED_OUT, "1");
+    app.me = { signedIn: false, signIn: app.me.signIn };
+    app.sessions = [];
+    app.agents = [];
+    renderAgents();
+    renderSessionList();
+    renderAccount();
+    showSignedOut(true);
+  });
+
+  function showSignedOut(justNow) {
     closeSession();
+    // Nothing of the daemon is the signed-out person's: no form, no list.
+    document.getElementById("app").classList.add("is-signed-out");
+    if (app.me && app.me.signIn) {
+      el.emptyState.replaceChildren(h("div", { class: "signed-out", role: "status", "data-testid": "signed-out" },
+        h("p", { text: justNow ? "You signed out." : "You are not signed in." }),
+        h("a", { class: "button primary", href: signInURL(), "data-testid": "sign-in", text: "Sign in" })));
+      return;
+    }
     el.emptyState.replaceChildren(h("p", { class: "notice error", role: "alert", "data-testid": "signed-out" },
       "You are not signed in. Open the start URL that surfaced printed (it ends in ",
       h("code", { text: "?token=…" }), ") once in this browser."));
@@ -1570,6 +1649,17 @@
 
   async function boot() {
     dropTokenFromURL();
+    await loadMe();
+    if (app.me && !app.me.signedIn && app.me.signIn) {
+      if (!sessionStorage.getItem(SIGNED_OUT)) {
+        location.assign(signInURL()); // the identity provider signs this browser in
+        return;
+      }
+      showSignedOut(true);
+      return;
+    }
+    if (app.me && app.me.signedIn) sessionStorage.removeItem(SIGNED_OUT);
+    renderAccount();
     try {
       const [agents, sessions] = await Promise.all([client.agents(), client.sessions()]);
       app.agents = agents;
