@@ -12,8 +12,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -451,9 +451,9 @@ type CreateOptions struct {
 	// Nil takes them from the identity in ctx (identity.NewContext) when
 	// that identity is Owner's.
 	Groups []string
-	Agent string // may be empty when exactly one agent is configured
-	Cwd   string // default: the agent's cwd, else the daemon's
-	Title string
+	Agent  string // may be empty when exactly one agent is configured
+	Cwd    string // default: the agent's cwd, else the daemon's
+	Title  string
 }
 
 // ResolveAgent picks the agent for a new session, among every configured

@@ -28,8 +28,8 @@ type conn struct {
 	id         string
 	subject    string
 	groups     []string // the subject's groups at initialize, for the access rules
-	agent      string // the Surfaced-Agent header at initialize ("" when none)
-	base       string // the daemon as the editor reached it (scheme://host)
+	agent      string   // the Surfaced-Agent header at initialize ("" when none)
+	base       string   // the daemon as the editor reached it (scheme://host)
 	clientName string
 	images     bool
 	ctx        context.Context // cancelled when the connection closes

@@ -22,8 +22,8 @@ type daemonFlags struct {
 	webRoot    string
 
 	oidcIssuer, oidcClientID, oidcSecretFile, oidcRedirectURL string
-	proxyHeader                                                string
-	proxyFrom                                                  []string
+	proxyHeader                                               string
+	proxyFrom                                                 []string
 
 	clusterName      string
 	clusterProvider  string
