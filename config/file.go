@@ -247,7 +247,9 @@ type JWTIssuer struct {
 	SubjectClaim string   `yaml:"subject_claim"` // (sub)
 	GroupsClaim  string   `yaml:"groups_claim"`  // (groups)
 	JWKSMaxAge   Duration `yaml:"jwks_max_age"`  // (24h)
-	ClockSkew    Duration `yaml:"clock_skew"`    // (1m)
+	// ClockSkew is allowed on exp, nbf and iat; nil (absent) is 1m, as
+	// the oidc section's default (a list entry has no defaults of its own).
+	ClockSkew *Duration `yaml:"clock_skew"`
 }
 
 // TrustedProxySection configures an authenticating proxy in front (file

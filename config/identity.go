@@ -54,7 +54,7 @@ func (v *validation) identity() {
 				v.add(path+".jwks_url", "%q %s", j.JWKSURL, msg)
 			}
 		}
-		v.keyTimings(path, j.JWKSMaxAge, j.ClockSkew)
+		v.keyTimings(path, j.JWKSMaxAge, j.Skew())
 	}
 	if p := f.TrustedProxy; p.Enabled() {
 		if p.Header == "" {
@@ -144,6 +144,14 @@ func (v *validation) keyTimings(path string, maxAge, skew Duration) {
 	if skew < 0 || skew > Duration(10*time.Minute) {
 		v.add(path+".clock_skew", "must be from 0 to 10m, got %s", skew)
 	}
+}
+
+// Skew is the clock skew allowed on the issuer's tokens (1m unless set).
+func (j JWTIssuer) Skew() Duration {
+	if j.ClockSkew == nil {
+		return Duration(time.Minute)
+	}
+	return *j.ClockSkew
 }
 
 // checkProviderURL returns what is wrong with an issuer or key set URL:

@@ -24,6 +24,7 @@ jwt:
     audience: api
     jwks_url: http://127.0.0.1:9000/keys
     groups_claim: realm_access.roles
+    clock_skew: 0s
 trusted_proxy:
   header: X-Forwarded-User
   groups_header: X-Forwarded-Groups
@@ -42,7 +43,7 @@ access:
 	if s, err := f.OIDCClientSecret(); err != nil || s != "s3cret" {
 		t.Errorf("secret %q %v", s, err)
 	}
-	if len(f.JWT) != 2 || f.JWT[1].GroupsClaim != "realm_access.roles" {
+	if len(f.JWT) != 2 || f.JWT[1].GroupsClaim != "realm_access.roles" || f.JWT[0].Skew() != Duration(time.Minute) || f.JWT[1].Skew() != 0 {
 		t.Errorf("jwt: %+v", f.JWT)
 	}
 	a := f.AccessRules()

@@ -65,7 +65,7 @@ func newIdentitySources(ctx context.Context, f *config.File, log *slog.Logger) (
 		var entries []idp.BearerIssuer
 		for i, j := range f.JWT {
 			iss, err := idp.Discover(ctx, idp.IssuerConfig{URL: j.Issuer, JWKSURL: j.JWKSURL, MaxAge: time.Duration(j.JWKSMaxAge),
-				Skew: skew(j.ClockSkew), Client: client, Logger: log})
+				Skew: skew(j.Skew()), Client: client, Logger: log})
 			if err != nil {
 				return out, f.SettingError(fmt.Sprintf("jwt[%d].issuer", i), err)
 			}
