@@ -1,11 +1,17 @@
 package idp
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	jose "github.com/go-jose/go-jose/v4"
 )
 
 // FuzzPeekIssuer: the one thing read from a token before its signature is
@@ -61,6 +67,59 @@ func FuzzClaims(f *testing.F) {
 		for _, name := range []string{"nbf", "iat", "exp"} {
 			if tm, ok, err := c.time(name); ok && err == nil && tm.Unix() < 0 {
 				t.Fatalf("%s before 1970: %v", name, tm)
+			}
+		}
+	})
+}
+
+// FuzzParseKeySet: whatever the key set endpoint answers, the parse never
+// panics and keeps only public signing keys (never a symmetric key, a
+// private key or an encryption key), or refuses the set with an error.
+func FuzzParseKeySet(f *testing.F) {
+	rk, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		f.Fatal(err)
+	}
+	ek, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, k := range []jose.JSONWebKey{
+		{Key: &rk.PublicKey, KeyID: "r", Algorithm: "RS256", Use: "sig"},
+		{Key: &ek.PublicKey, KeyID: "e", Algorithm: "ES256"},
+		{Key: rk, KeyID: "private"},
+		{Key: &rk.PublicKey, KeyID: "enc", Use: "enc"},
+		{Key: []byte("0123456789abcdef"), KeyID: "oct", Algorithm: "HS256"},
+	} {
+		b, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{k}})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"keys":[]}`))
+	f.Add([]byte(`{"keys":[{"kty":"RSA","n":"","e":""}]}`))
+	f.Add([]byte(`{"keys":[{"kty":"EC","crv":"P-256","x":"AA","y":"AA"}]}`))
+	f.Add([]byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]}`))
+	f.Add([]byte(`{"keys":null}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		keys, err := parseKeySet(body)
+		if err != nil {
+			if len(keys) != 0 {
+				t.Fatalf("keys beside an error: %v", err)
+			}
+			return
+		}
+		if len(keys) == 0 {
+			t.Fatal("no key and no error")
+		}
+		for _, k := range keys {
+			if !k.Valid() || !k.IsPublic() || (k.Use != "" && k.Use != "sig") {
+				t.Fatalf("kept %+v", k)
+			}
+			if _, sym := k.Key.([]byte); sym {
+				t.Fatalf("kept a symmetric key %q", k.KeyID)
 			}
 		}
 	})
