@@ -92,6 +92,22 @@
 // plain HTTP on a LAN address the first rule cannot apply, the second
 // still does.
 //
+// # Identity providers
+//
+// Beside static tokens (docs/security.md, "Signing in with an identity
+// provider"): Config.SignIn signs browsers in through an OpenID provider
+// (LoginPath, the redirect URL's path as the callback, a landing page so
+// that the SameSite=Strict cookie set on the cross-site callback is sent
+// on a new same-site navigation, LogoutPath, MePath); Config.Bearer
+// verifies bearer JWTs that are not static tokens (identity/idp);
+// Config.TrustedProxy takes the subject from a header on connections from
+// the proxy's addresses only, refusing and logging the header from
+// anywhere else. Every refused credential is one 401 unauthorized; a JWT
+// that cannot be checked because the provider's keys cannot be had is 503
+// identity_unavailable. With Config.ProtectedResources the guard serves
+// their OAuth protected resource metadata (RFC 9728) and names it in the
+// 401's WWW-Authenticate.
+//
 // Under NoAuth everyone is identity.Identity{Subject: "anonymous"} and credentials
 // are not looked at; the Host and Origin gates still apply.
 //
