@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -146,5 +145,3 @@ func unsigned(header, claims map[string]any, sig []byte) string {
 }
 
 func unix(t time.Time) int64 { return t.Unix() }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
