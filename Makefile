@@ -8,7 +8,7 @@ PKGS := ./...
 # only without -race.
 UNIT_PKGS = $$($(GO) list ./... | grep -v /test/cluster)
 
-.PHONY: build test test-short bench lint proto proto-check demo web react-demo fuzz clean
+.PHONY: build image test test-short bench lint proto proto-check demo web react-demo fuzz clean
 
 # make build stamps the version and the commit; outside a git checkout it
 # stamps nothing and the binary reports what the Go toolchain recorded, or
@@ -19,6 +19,12 @@ COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 LDFLAGS = $(if $(VERSION),-X github.com/surfaced/surfaced.Version=$(VERSION)) $(if $(COMMIT),-X github.com/surfaced/surfaced.Commit=$(COMMIT))
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/surfaced
+
+# The container image (docs/deploy.md): static binaries on an empty base,
+# built with buildah (or podman, or docker); IMAGE, IMAGE_TAGS and
+# IMAGE_ARCHIVE as deploy/image/build says.
+image:
+	GO=$(GO) VERSION=$(VERSION) COMMIT=$(COMMIT) ./deploy/image/build
 
 # The test command of the README and of .ci/run.
 test:
@@ -37,7 +43,8 @@ bench:
 
 # gofmt, go vet and staticcheck (pinned in tools/go.mod; deliberate
 # exceptions are //lint:ignore lines with their reason), with and without the
-# k8s build tag, and the generated protobuf code checked against its sources.
+# k8s build tag, the generated protobuf code checked against its sources, and
+# deploy/ (scripts/lint-deploy: the systemd unit, the Kubernetes manifests).
 STATICCHECK = $(GO) tool -modfile=tools/go.mod staticcheck
 lint: proto-check
 	@files=$$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path '*/node_modules/*'); \
@@ -46,6 +53,7 @@ lint: proto-check
 	$(GO) vet -tags k8s ./membership ./cmd/surfaced
 	$(STATICCHECK) $(PKGS)
 	$(STATICCHECK) -tags k8s ./membership ./cmd/surfaced
+	GO=$(GO) ./scripts/lint-deploy
 
 # Regenerate proto/ with buf and the local protoc-gen-go pinned in tools/go.mod.
 proto:
