@@ -928,52 +928,6 @@ func Outcome(res *pb.CommandResult) string {
 	return agentproc.CodeDispatchFailed
 }
 
-// parseDispatchResult normalizes a surface_dispatch_result line. A state of
-// JSON null counts as absent (unchanged).
-func parseDispatchResult(line []byte) (Result, json.RawMessage) {
-	var msg agentproc.SurfaceDispatchResult
-	if err := json.Unmarshal(line, &msg); err != nil {
-		return Fail(agentproc.CodeDispatchFailed, "the agent's dispatch result is not valid: "+err.Error()), nil
-	}
-	var state json.RawMessage
-	if len(msg.State) > 0 && string(msg.State) != "null" {
-		state = msg.State
-	}
-	return NormalizeAgentResult(msg.Result), state
-}
-
-// NormalizeAgentResult turns the result object an agent sent into a Result:
-// {ok:true,data?} or {ok:false,error:{code,message}}; anything else is
-// dispatch_failed.
-func NormalizeAgentResult(raw json.RawMessage) Result {
-	var r struct {
-		OK    *bool           `json:"ok"`
-		Data  json.RawMessage `json:"data"`
-		Error *struct {
-			Code    *string `json:"code"`
-			Message *string `json:"message"`
-		} `json:"error"`
-	}
-	if len(raw) == 0 || json.Unmarshal(raw, &r) != nil || r.OK == nil {
-		return Fail(agentproc.CodeDispatchFailed, "the agent answered without a valid result ({ok, data?} or {ok:false, error})")
-	}
-	if *r.OK {
-		data := r.Data
-		if string(data) == "null" {
-			data = nil
-		}
-		return Result{OK: true, Data: data}
-	}
-	if r.Error == nil || r.Error.Code == nil || *r.Error.Code == "" {
-		return Fail(agentproc.CodeDispatchFailed, "the agent reported a failure without an error code")
-	}
-	msg := ""
-	if r.Error.Message != nil {
-		msg = *r.Error.Message
-	}
-	return Fail(*r.Error.Code, msg)
-}
-
 // dispatchNative runs a native command. A handler that panics changes
 // nothing (its half-done state is dropped): the command answers
 // dispatch_failed and the panic is logged with the stack where it happened,
