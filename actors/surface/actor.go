@@ -706,7 +706,9 @@ func (d *domainActor) run(ctx actor.Context, p pending) {
 			deadline = p.deadline
 		}
 		at := deadline.UTC().Truncate(time.Millisecond)
-		line, err := agentproc.Marshal(agentproc.SurfaceDispatch{
+		// The line is sized once: its fixed members take under 128 bytes.
+		size := 128 + 2*len(p.id) + len(d.cfg.Domain) + len(cmd.GetAction()) + len(args) + len(d.state)
+		line, err := agentproc.AppendSurfaceDispatch(make([]byte, 0, size), agentproc.SurfaceDispatch{
 			Type: agentproc.TypeSurfaceDispatch, ID: p.id, Domain: d.cfg.Domain,
 			Action: cmd.GetAction(), Args: args, State: d.state, Rev: d.rev, Deadline: &at,
 		})
