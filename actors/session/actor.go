@@ -27,6 +27,12 @@ type Config struct {
 	// OnStopping is called when the actor begins to stop, so that the
 	// directory sends the next request to a new activation.
 	OnStopping func(pid *actor.PID)
+	// MayLeave, when set, is asked before an idle session stops (sleeps,
+	// or an ended one after its linger): false while a request is on its
+	// way to this activation (it would be lost in a stopping mailbox); the
+	// session then looks again a little later. True means the directory
+	// has forgotten this activation: the next request starts a new one.
+	MayLeave func(pid *actor.PID) bool
 }
 
 // Props returns the props of a session actor.

@@ -51,7 +51,7 @@ type Local struct {
 	deps *Deps
 
 	mu     sync.Mutex
-	active map[string]liveSession
+	active map[string]*liveSession
 	// activating serializes activation per session id.
 	activating map[string]*sync.Mutex
 	spawned    uint64
@@ -68,15 +68,18 @@ func (l *Local) Close() {
 	l.mu.Unlock()
 }
 
-// liveSession is an activated session: its actor, and whose it is.
+// liveSession is an activated session: its actor, whose it is, and the
+// requests on their way to it (an idle session does not stop under them:
+// mayLeave).
 type liveSession struct {
-	pid   *actor.PID
-	owner string
+	pid      *actor.PID
+	owner    string
+	inFlight int
 }
 
 // NewLocal returns a Directory hosting sessions in sys.
 func NewLocal(sys *actor.ActorSystem, deps *Deps) *Local {
-	return &Local{sys: sys, deps: deps, active: map[string]liveSession{}, activating: map[string]*sync.Mutex{}}
+	return &Local{sys: sys, deps: deps, active: map[string]*liveSession{}, activating: map[string]*sync.Mutex{}}
 }
 
 // callerOf is who sends msg: the subject of its Caller (or of a
@@ -112,15 +115,17 @@ func (l *Local) Request(ctx context.Context, id string, msg proto.Message) (prot
 	msg = WithDeadline(msg, dl)
 	subject, system := callerOf(msg)
 	for attempt := 0; ; attempt++ {
-		pid, err := l.activate(ctx, id, subject, system)
+		pid, err := l.activate(ctx, id, subject, system, true)
 		if err != nil {
 			return nil, err
 		}
 		timeout := time.Until(dl)
 		if timeout <= 0 {
+			l.arrived(id, pid)
 			return nil, fmt.Errorf("session %s: %w", id, context.DeadlineExceeded)
 		}
 		res, err := request(ctx, l.sys.Root, pid, msg, timeout)
+		l.arrived(id, pid)
 		if errors.Is(err, actor.ErrDeadLetter) && attempt == 0 {
 			// The actor stopped (slept or ended) between lookup and delivery.
 			l.forget(id, pid)
@@ -183,7 +188,7 @@ func answerMargin(d time.Duration) time.Duration {
 // Send implements Directory.
 func (l *Local) Send(ctx context.Context, id string, msg proto.Message) error {
 	subject, system := callerOf(msg)
-	pid, err := l.activate(ctx, id, subject, system)
+	pid, err := l.activate(ctx, id, subject, system, false)
 	if err != nil {
 		return err
 	}
@@ -195,7 +200,10 @@ func (l *Local) Send(ctx context.Context, id string, msg proto.Message) error {
 func (l *Local) Lookup(id string) *actor.PID {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.active[id].pid
+	if a, ok := l.active[id]; ok {
+		return a.pid
+	}
+	return nil
 }
 
 // Live returns the ids of the active sessions.
@@ -248,16 +256,48 @@ func (l *Local) forget(id string, pid *actor.PID) {
 	}
 }
 
+// arrived: a request counted by activate has its answer (or gave up).
+func (l *Local) arrived(id string, pid *actor.PID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cur, ok := l.active[id]; ok && cur.pid.Equal(pid) && cur.inFlight > 0 {
+		cur.inFlight--
+	}
+}
+
+// mayLeave is the session's question before it stops idle: no while a
+// request is on its way to it; yes, and the activation is forgotten at
+// once, so that the next request starts a new one rather than reach a
+// stopping mailbox, where protoactor drops what is left unanswered.
+func (l *Local) mayLeave(id string, pid *actor.PID) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cur, ok := l.active[id]
+	if !ok || !cur.pid.Equal(pid) {
+		return true
+	}
+	if cur.inFlight > 0 {
+		return false
+	}
+	delete(l.active, id)
+	return true
+}
+
 // activate returns the actor of session id for a caller, spawning it from
 // the store when it is not live. A caller that may not reach the session
-// gets ErrNotFound, as for a missing id, after the same store read.
-func (l *Local) activate(ctx context.Context, id, subject string, system bool) (*actor.PID, error) {
+// gets ErrNotFound, as for a missing id, after the same store read. With
+// count, the request is counted on its way (the caller calls arrived).
+func (l *Local) activate(ctx context.Context, id, subject string, system, count bool) (*actor.PID, error) {
 	l.mu.Lock()
 	if a, ok := l.active[id]; ok {
-		l.mu.Unlock()
 		if may(a.owner, subject, system) {
+			if count {
+				a.inFlight++
+			}
+			l.mu.Unlock()
 			return a.pid, nil
 		}
+		l.mu.Unlock()
 		_, _ = l.load(ctx, id)
 		return nil, ErrNotFound
 	}
@@ -281,10 +321,14 @@ func (l *Local) activate(ctx context.Context, id, subject string, system bool) (
 	}()
 	l.mu.Lock()
 	if a, ok := l.active[id]; ok {
-		l.mu.Unlock()
 		if may(a.owner, subject, system) {
+			if count {
+				a.inFlight++
+			}
+			l.mu.Unlock()
 			return a.pid, nil
 		}
+		l.mu.Unlock()
 		_, _ = l.load(ctx, id)
 		return nil, ErrNotFound
 	}
@@ -302,7 +346,8 @@ func (l *Local) activate(ctx context.Context, id, subject string, system bool) (
 		return nil, fmt.Errorf("session %s: %w", id, err)
 	}
 	var pid *actor.PID
-	props := Props(Config{Record: rec, Deps: l.deps, OnStopping: func(p *actor.PID) { l.forget(id, p) }})
+	props := Props(Config{Record: rec, Deps: l.deps, OnStopping: func(p *actor.PID) { l.forget(id, p) },
+		MayLeave: func(p *actor.PID) bool { return l.mayLeave(id, p) }})
 	// Each activation has its own name: the previous one may still be
 	// finishing its stop.
 	l.mu.Lock()
@@ -313,8 +358,12 @@ func (l *Local) activate(ctx context.Context, id, subject string, system bool) (
 	if err != nil {
 		return nil, fmt.Errorf("session %s: spawn: %w", id, err)
 	}
+	a := &liveSession{pid: pid, owner: rec.Owner}
+	if count {
+		a.inFlight = 1
+	}
 	l.mu.Lock()
-	l.active[id] = liveSession{pid: pid, owner: rec.Owner}
+	l.active[id] = a
 	l.mu.Unlock()
 	return pid, nil
 }

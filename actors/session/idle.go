@@ -119,12 +119,27 @@ func (s *sessionActor) checkIdle(ctx actor.Context, now time.Time) {
 		return
 	}
 	// Past its time: it goes once nothing is in flight (this check runs
-	// again after the message that settles it).
-	if s.quiet() {
-		s.stopIdleTimer()
-		s.goIdle(ctx)
+	// again after the message that settles it), and no request is on its
+	// way to it (the directory's word; then it looks again shortly).
+	if !s.quiet() {
+		return
 	}
+	if s.cfg.MayLeave != nil && !s.cfg.MayLeave(ctx.Self()) {
+		if s.idle.timer == nil {
+			s.idle.gen++
+			gen, self, root := s.idle.gen, s.self, s.root
+			s.idle.timer = s.clock.AfterFunc(min(after, leaveRetry), func() { root.Send(self, &idleDue{gen: gen}) })
+		}
+		return
+	}
+	s.stopIdleTimer()
+	s.goIdle(ctx)
 }
+
+// leaveRetry is how soon an idle session looks again when a request was on
+// its way to it as it was about to go (the request is answered by then; if
+// it was a use, the clock has started again).
+const leaveRetry = 50 * time.Millisecond
 
 // idleTimerFired: the timer is spent; checkIdle, which runs next, sees
 // whether the session was used meanwhile (then it arms the rest).

@@ -3,6 +3,8 @@ package session_test
 import (
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,13 +33,13 @@ type unwatched struct {
 	gone  atomic.Int32
 }
 
-func newUnwatched(t *testing.T, lim session.Limits) *unwatched {
+func newUnwatched(t *testing.T, lim session.Limits, agentFlags ...string) *unwatched {
 	t.Helper()
 	st := memstore.New()
 	w := store.NewWriter(st, 1, slog.Default())
 	sys := actor.NewActorSystem()
 	u := &unwatched{t: t, clock: clock.NewFake(time.Unix(1_700_000_000, 0)), st: st, id: session.NewID()}
-	argv := testkit.FakeAgent(t)
+	argv := testkit.FakeAgent(t, agentFlags...)
 	deps := &session.Deps{
 		NodeID:      "test",
 		Writer:      w,
@@ -147,6 +149,46 @@ func TestCommandStartsTheIdleClockAgain(t *testing.T) {
 	u.awake("a millisecond before idle_timeout after the command")
 	u.advance(time.Millisecond)
 	u.asleep("asleep idle_timeout after the command")
+}
+
+// A command that wakes a session waits for its agent, however long the
+// agent takes to start: the session does not sleep under it when the agent
+// is ready past the idle timeout; its use counts from when it goes to its
+// domain.
+func TestCommandWaitingForTheAgentOutlastsTheIdleTimeout(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "gate")
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u := newUnwatched(t, session.Limits{IdleTimeout: time.Minute, ReadyTimeout: time.Hour}, "-ready-gate", gate)
+	res := make(chan proto.Message, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		r, err := u.dir.Request(ctx, u.id, &pb.RunCommand{Caller: &pb.Caller{Subject: "o"}, Domain: "demo", Action: "increment"})
+		if err != nil {
+			r = &pb.CommandResult{Error: pb.Err("request", err.Error())}
+		}
+		res <- r
+	}()
+	// The ready timer and the idle timer.
+	if !u.clock.WaitPending(2, 10*time.Second) {
+		t.Fatal("no idle timer armed")
+	}
+	u.advance(2 * time.Minute)
+	u.awake("past idle_timeout with a command waiting for the agent")
+	if err := os.Remove(gate); err != nil {
+		t.Fatal(err)
+	}
+	if r := (<-res).(*pb.CommandResult); !r.GetOk() {
+		t.Fatalf("the waking command: %v", r)
+	}
+	u.awake("the waking command answered")
+	if !u.clock.WaitPending(1, 10*time.Second) {
+		t.Fatal("the idle timer was not armed again")
+	}
+	u.advance(time.Minute)
+	u.asleep("asleep idle_timeout after the command went to its domain")
 }
 
 // An ended session's actor lingers limits.ended_linger from its end, not

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,5 +95,37 @@ func TestRequestAnsweredAsTheCallerLeaves(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 		cancel()
+	}
+}
+
+// An idle session may leave only when no request is on its way to it; once
+// it may, the directory has forgotten it, so the next request starts a new
+// activation instead of reaching a stopping mailbox (whose last messages
+// protoactor drops unanswered).
+func TestIdleSessionLeavesOnlyWithNoRequestOnItsWay(t *testing.T) {
+	pid := actor.NewPID("nonhost", "session-x-1")
+	l := &Local{active: map[string]*liveSession{"x": {pid: pid, owner: "o"}}, activating: map[string]*sync.Mutex{}}
+	got, err := l.activate(context.Background(), "x", "o", false, true)
+	if err != nil || !got.Equal(pid) {
+		t.Fatalf("activate: %v %v", got, err)
+	}
+	if l.mayLeave("x", pid) {
+		t.Fatal("the session may leave with a request on its way")
+	}
+	if l.Lookup("x") == nil {
+		t.Fatal("the refused leave forgot the activation")
+	}
+	l.arrived("x", pid)
+	if !l.mayLeave("x", pid) {
+		t.Fatal("the session may not leave once the request was answered")
+	}
+	if l.Lookup("x") != nil {
+		t.Fatal("the directory still sends requests to the leaving activation")
+	}
+	// A request counted against an activation that left is not counted
+	// against the next one.
+	l.arrived("x", pid)
+	if !l.mayLeave("x", actor.NewPID("nonhost", "session-x-2")) {
+		t.Fatal("an activation the directory does not know may always leave")
 	}
 }

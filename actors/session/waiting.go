@@ -80,6 +80,10 @@ func (s *sessionActor) settleWaiting(ctx actor.Context) {
 		w.timer.Stop()
 		switch d, ok := s.registered(w.msg.GetDomain()); {
 		case ready && ok:
+			// The command's use counts from here: it waited for the agent,
+			// however long the agent took, and the session does not sleep
+			// under it while its domain runs it.
+			s.used()
 			ctx.RequestWithCustomSender(d.pid, w.msg, w.sender)
 		case ready:
 			s.answerWaiting(ctx, w, &pb.CommandResult{Error: pb.Err(proc.CodeSurfaceNotRegistered, notRegistered(w.msg.GetDomain()))})
