@@ -15,6 +15,7 @@ import (
 
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/actors/surface"
+	"github.com/surfaced/surfaced/internal/clock"
 	"github.com/surfaced/surfaced/internal/testkit"
 	"github.com/surfaced/surfaced/internal/testkit/daemon"
 )
@@ -393,4 +394,42 @@ func TestDataPlaneNative(t *testing.T) {
 	if st, out := d.JSON("POST", "/api/sessions/"+id+"/surfaces/notes/data", map[string]any{}); st != http.StatusOK || daemon.ErrCode(map[string]any{"error": out["error"]}) != "unknown_action" {
 		t.Fatalf("POST …/data: %d %v", st, out)
 	}
+}
+
+// TestSleepingSessionKeepsNoEmptyScratchDir: a session that sleeps with an
+// empty scratch directory leaves none behind (the next activation makes it
+// again); one whose agent left files there keeps them.
+func TestSleepingSessionKeepsNoEmptyScratchDir(t *testing.T) {
+	sclk := clock.NewFake(time.Now())
+	d, _ := artifactDaemon(t, daemon.Agents(dataAgent(t)), daemon.Config(func(c *surfaced.Config) {
+		c.SessionClock = sclk
+		c.Limits.IdleTimeout = time.Minute
+	}))
+	full, _ := dataSession(t, d)
+	empty, _ := dataSession(t, d)
+	command(t, d, full, "put", map[string]any{"text": "x"})
+	_, out := d.JSON("GET", "/api/sessions/"+full+"/artifacts", nil)
+	g := command(t, d, full, "get", map[string]any{"id": out["artifacts"].([]any)[0].(map[string]any)["id"]})
+	fullDir := filepath.Dir(filepath.Dir(g["path"].(string)))
+	emptyDir := filepath.Join(filepath.Dir(fullDir), empty)
+	if _, err := os.Stat(emptyDir); err != nil {
+		t.Fatalf("the live session's scratch directory: %v", err)
+	}
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		sclk.Advance(time.Minute)
+		_, err := os.Stat(emptyDir)
+		return len(d.Runtime.LiveSessions()) == 0 && errors.Is(err, os.ErrNotExist)
+	}, "both sessions asleep, the empty scratch directory gone")
+	if _, err := os.Stat(g["path"].(string)); err != nil {
+		t.Fatalf("the file the agent left in its scratch directory: %v", err)
+	}
+	// Woken (a read activates it; commands would be past their deadline on
+	// the advanced session clock), the session has its directory again.
+	if st, _ := d.JSON("GET", "/api/sessions/"+empty, nil); st != http.StatusOK {
+		t.Fatal(st)
+	}
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		_, err := os.Stat(emptyDir)
+		return err == nil
+	}, "the woken session's scratch directory made again")
 }

@@ -55,7 +55,8 @@ func (s *sessionActor) artifactLine(typ string, line []byte) {
 	s.arts.handle(typ, line, reply, func(msg string) { s.diagnostic(codes.InvalidLine, msg) })
 }
 
-// dropScratch stops the artifact lines in progress and, when the session
+// dropScratch stops the artifact lines in progress, removes the scratch
+// directory when it is empty and, when the session
 // has ended, deletes its scratch directory.
 func (s *sessionActor) dropScratch(ended bool) {
 	if s.arts == nil {
@@ -66,6 +67,12 @@ func (s *sessionActor) dropScratch(ended bool) {
 		if err := os.RemoveAll(s.arts.scratch); err != nil {
 			s.log.Warn("the session's scratch directory could not be deleted", "dir", s.arts.scratch, "err", err)
 		}
+	} else {
+		// A sleeping session keeps what its agent left there; an empty
+		// directory goes (os.Remove takes only an empty one), so that ten
+		// thousand sleeping sessions are not ten thousand directories. The
+		// next activation makes it again.
+		_ = os.Remove(s.arts.scratch)
 	}
 	s.arts = nil
 }
