@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -16,35 +17,61 @@ import (
 	"github.com/surfaced/surfaced/internal/testkit/daemon"
 )
 
-// BenchmarkPromptRoundTrip measures one prompt round trip two ways in the
-// same run, interleaved: the fake agent driven directly over its pipes (the
-// baseline), and the same agent behind the daemon through the ACP mount
-// (POST session/prompt, the session stream read as SSE). It reports the
-// latency of the first text chunk and of the end of the turn for both, and
-// their ratios (gateway / direct).
+// BenchmarkPromptRoundTrip measures one prompt round trip three ways in the
+// same run, interleaved: the fake agent driven directly over its pipes, the
+// same agent behind a plain Streamable HTTP relay (plainRelay: the fair
+// baseline, the same HTTP requests and SSE stream done plainly), and behind
+// the daemon through the ACP mount (POST session/prompt, the session stream
+// read as SSE). Both HTTP ways are timed by the same client code. It
+// reports the mean latency of the first text chunk and of the end of the
+// turn for each, the medians of the first chunk, and the ratios (ACP /
+// relay, ACP / direct).
 func BenchmarkPromptRoundTrip(b *testing.B) {
 	direct := startDirectAgent(b)
+	relay := startPlainRelay(b)
+	rc := newStreamClient(b, relay.srv.URL, http.Header{}, "relay")
 	d := daemon.Start(b)
 	g := newBenchClient(b, d)
 
-	var dFirst, dEnd, gFirst, gEnd time.Duration
+	var dFirst, dEnd, rFirst, rEnd, gFirst, gEnd time.Duration
+	rFirsts := make([]time.Duration, 0, b.N)
+	gFirsts := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		f, e := direct.roundTrip(b, i)
 		dFirst += f
 		dEnd += e
+		f, e = rc.roundTrip(b)
+		rFirst += f
+		rEnd += e
+		rFirsts = append(rFirsts, f)
 		f, e = g.roundTrip(b)
 		gFirst += f
 		gEnd += e
+		gFirsts = append(gFirsts, f)
 	}
 	b.StopTimer()
 	n := float64(b.N)
 	b.ReportMetric(float64(dFirst.Microseconds())/n, "direct-first-µs")
 	b.ReportMetric(float64(dEnd.Microseconds())/n, "direct-end-µs")
+	b.ReportMetric(float64(rFirst.Microseconds())/n, "relay-first-µs")
+	b.ReportMetric(float64(rEnd.Microseconds())/n, "relay-end-µs")
 	b.ReportMetric(float64(gFirst.Microseconds())/n, "acp-first-µs")
 	b.ReportMetric(float64(gEnd.Microseconds())/n, "acp-end-µs")
 	b.ReportMetric(float64(gFirst)/float64(dFirst), "first-ratio")
 	b.ReportMetric(float64(gEnd)/float64(dEnd), "end-ratio")
+	b.ReportMetric(float64(gFirst)/float64(rFirst), "first/relay")
+	b.ReportMetric(float64(gEnd)/float64(rEnd), "end/relay")
+	rm, gm := median(rFirsts), median(gFirsts)
+	b.ReportMetric(float64(rm.Microseconds()), "relay-first-p50-µs")
+	b.ReportMetric(float64(gm.Microseconds()), "acp-first-p50-µs")
+	b.ReportMetric(float64(gm)/float64(rm), "first-p50/relay")
+}
+
+func median(s []time.Duration) time.Duration {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // directAgent is the fake agent on its own pipes.
@@ -119,7 +146,7 @@ func (a *directAgent) roundTrip(b *testing.B, i int) (first, end time.Duration) 
 // benchClient is a minimal Streamable HTTP client with its session stream
 // read by a goroutine.
 type benchClient struct {
-	d      *daemon.Daemon
+	url    string
 	h      http.Header
 	sid    string
 	id     int
@@ -130,12 +157,19 @@ func newBenchClient(b *testing.B, d *daemon.Daemon) *benchClient {
 	c := d.ACPClient()
 	c.Initialize()
 	sid := c.NewSession(daemon.TempDir(b))
-	g := &benchClient{d: d, h: c.Header(sid), sid: sid, id: 1000, events: make(chan []byte, 4096)}
 	h := c.Header(sid)
-	h.Set("Accept", "text/event-stream")
 	// A second reader would be refused: close the harness's stream first.
 	c.CloseStream(sid)
-	req, _ := http.NewRequest("GET", d.ACPURL, nil)
+	return newStreamClient(b, d.ACPURL, h, sid)
+}
+
+// newStreamClient opens the session stream (GET, SSE) at url with the
+// headers h and reads it on a goroutine.
+func newStreamClient(b *testing.B, url string, h http.Header, sid string) *benchClient {
+	g := &benchClient{url: url, h: h.Clone(), sid: sid, id: 1000, events: make(chan []byte, 4096)}
+	h = h.Clone()
+	h.Set("Accept", "text/event-stream")
+	req, _ := http.NewRequest("GET", url, nil)
 	req.Header = h
 	var resp *http.Response
 	var err error
@@ -174,7 +208,7 @@ func (g *benchClient) roundTrip(b *testing.B) (first, end time.Duration) {
 	body := []byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(g.id) + `,"method":"session/prompt","params":{"sessionId":"` + g.sid +
 		`","prompt":[{"type":"text","text":"hello there"}]}}`)
 	start := time.Now()
-	req, _ := http.NewRequest("POST", g.d.ACPURL, bytes.NewReader(body))
+	req, _ := http.NewRequest("POST", g.url, bytes.NewReader(body))
 	req.Header = g.h.Clone()
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)

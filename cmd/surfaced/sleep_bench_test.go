@@ -48,7 +48,8 @@ const (
 // concurrent clients in the same run.
 //
 // SLEEP_HEAP_PROFILE=<file> writes the daemon's heap profile with every
-// session asleep.
+// session asleep; SLEEP_CPU_PROFILE=<file> its CPU profile of the first
+// five seconds of the wakes.
 func BenchmarkSleepingSessions(b *testing.B) {
 	n, wakes := envInt("SLEEP_SESSIONS", sleepSessions), envInt("SLEEP_WAKES", sleepWakes)
 	wakes = min(wakes, n)
@@ -166,6 +167,16 @@ func BenchmarkSleepingSessions(b *testing.B) {
 		// by as many concurrent clients, half before and half after.
 		picked := rand.Perm(n)[:wakes]
 		raw := startToReady(b, agentBin, wakes/2)
+		profiled := make(chan struct{})
+		if path := os.Getenv("SLEEP_CPU_PROFILE"); path != "" {
+			// The daemon's CPU while it wakes sessions (the first seconds).
+			go func() {
+				defer close(profiled)
+				_ = os.WriteFile(path, []byte(pprofGet(b, pprofAddr, "/debug/pprof/profile?seconds=5")), 0o600)
+			}()
+		} else {
+			close(profiled)
+		}
 		woken := concurrently(b, wakes, func(i int) time.Duration {
 			id := ids[picked[i]]
 			t := time.Now()
@@ -176,6 +187,7 @@ func BenchmarkSleepingSessions(b *testing.B) {
 			}
 			return d
 		})
+		<-profiled
 		raw = append(raw, startToReady(b, agentBin, wakes-wakes/2)...)
 		allAsleep()
 
