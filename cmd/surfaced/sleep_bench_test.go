@@ -239,7 +239,7 @@ func concurrently(b *testing.B, k int, f func(i int) time.Duration) []time.Durat
 	out := make([]time.Duration, k)
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(sleepClients, k) {
+	for range min(envInt("SLEEP_CLIENTS", sleepClients), k) {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < k; i = int(next.Add(1)) - 1 {
 				out[i] = f(i)
