@@ -138,6 +138,7 @@ type Flusher interface {
 
 // Process is a running agent subprocess, created by Start. Its methods are safe for concurrent use.
 type Process struct {
+	thread    *spawnerThread // the spawner thread that started it (released once reaped)
 	cmd       *exec.Cmd
 	pid       int
 	h         Handler
@@ -247,7 +248,7 @@ func Start(spec Spec, h Handler) (*Process, error) {
 		return nil, fmt.Errorf("agentproc: start %q: stderr pipe: %w", spec.Argv[0], err)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
-	err = spawn(cmd)
+	thread, err := spawn(cmd)
 	if err != nil && tr != nil && tr.cgroup != "" && !errors.Is(err, exec.ErrNotFound) && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, os.ErrPermission) {
 		// Starting in a cgroup is what failed (the machine does not allow
 		// it after all): again without one.
@@ -256,7 +257,7 @@ func Start(spec Spec, h Handler) (*Process, error) {
 		cmd = newCmd()
 		cmd.Env = env
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
-		err = spawn(cmd)
+		thread, err = spawn(cmd)
 	}
 	if err != nil {
 		if tr != nil {
@@ -274,6 +275,7 @@ func Start(spec Spec, h Handler) (*Process, error) {
 	stderrW.Close()
 
 	p := &Process{
+		thread:    thread,
 		cmd:       cmd,
 		pid:       cmd.Process.Pid,
 		h:         h,
@@ -317,16 +319,30 @@ func Start(spec Spec, h Handler) (*Process, error) {
 	return p, nil
 }
 
-// spawner starts agents from one OS thread, which lives while any agent it
-// started does. The parent-death signal (Pdeathsig) fires when the thread
-// that forked the child ends, not when the daemon does, and a goroutine may
-// otherwise be on a thread that the runtime ends (one locked by a goroutine
-// that returned). When the last agent has been reaped the thread ends too,
-// so that a process without agents holds no thread for them.
-var spawner struct {
-	mu   sync.Mutex
-	live int           // agents started (or being started) and not yet reaped
-	reqs chan spawnReq // the running thread's requests; nil when none runs
+// spawners start agents from a few OS threads, each of which lives while
+// any agent it started does. The parent-death signal (Pdeathsig) fires when
+// the thread that forked the child ends, not when the daemon does, and a
+// goroutine may otherwise be on a thread that the runtime ends (one locked
+// by a goroutine that returned). A start waits on its thread until the
+// child has exec'd, which under load takes milliseconds: with one thread,
+// fifty sessions woken at once started their agents one after the other
+// (docs/benchmarks.md, sleeping sessions). A start goes to an idle thread,
+// a new one while fewer than maxSpawners run, else the least busy. When a
+// thread's last agent has been reaped the thread ends too, so that a
+// process without agents holds no thread for them.
+var spawners struct {
+	mu      sync.Mutex
+	threads [maxSpawners]*spawnerThread // nil: not running
+}
+
+// maxSpawners bounds the spawner threads (and the agents started at once).
+const maxSpawners = 8
+
+// spawnerThread is one spawner thread's state, guarded by spawners.mu.
+type spawnerThread struct {
+	live     int           // agents started (or being started) and not yet reaped
+	starting int           // starts waiting for or running on it
+	reqs     chan spawnReq // closed when live drops to 0
 }
 
 type spawnReq struct {
@@ -334,39 +350,60 @@ type spawnReq struct {
 	done chan error
 }
 
-// spawn starts cmd on the spawner thread. Unless it fails, the caller calls
-// spawned once cmd has been waited for.
-func spawn(cmd *exec.Cmd) error {
-	spawner.mu.Lock()
-	if spawner.reqs == nil {
-		spawner.reqs = make(chan spawnReq)
-		go spawnLoop(spawner.reqs)
+// spawn starts cmd on a spawner thread. Unless it fails, the caller calls
+// spawned with the thread once cmd has been waited for.
+func spawn(cmd *exec.Cmd) (*spawnerThread, error) {
+	spawners.mu.Lock()
+	var t *spawnerThread
+	free := -1
+	for i, s := range spawners.threads {
+		switch {
+		case s == nil:
+			if free < 0 {
+				free = i
+			}
+		case t == nil || s.starting < t.starting:
+			t = s
+		}
 	}
-	spawner.live++ // keeps the thread: reqs stays open until spawned
-	reqs := spawner.reqs
-	spawner.mu.Unlock()
+	if free >= 0 && (t == nil || t.starting > 0) {
+		t = &spawnerThread{reqs: make(chan spawnReq)}
+		spawners.threads[free] = t
+		go spawnLoop(t.reqs)
+	}
+	t.live++ // keeps the thread: reqs stays open until spawned
+	t.starting++
+	spawners.mu.Unlock()
 	done := make(chan error, 1)
-	reqs <- spawnReq{cmd: cmd, done: done}
+	t.reqs <- spawnReq{cmd: cmd, done: done}
 	err := <-done
+	spawners.mu.Lock()
+	t.starting--
+	spawners.mu.Unlock()
 	if err != nil {
-		spawned()
+		spawned(t)
+		return nil, err
 	}
-	return err
+	return t, nil
 }
 
-// spawned releases the spawner thread from one agent: it has been reaped
-// (or never started). The last release ends the thread.
-func spawned() {
-	spawner.mu.Lock()
-	defer spawner.mu.Unlock()
-	spawner.live--
-	if spawner.live == 0 {
-		close(spawner.reqs)
-		spawner.reqs = nil
+// spawned releases thread t from one agent: it has been reaped (or never
+// started). Its last release ends the thread.
+func spawned(t *spawnerThread) {
+	spawners.mu.Lock()
+	defer spawners.mu.Unlock()
+	t.live--
+	if t.live == 0 {
+		close(t.reqs)
+		for i, s := range spawners.threads {
+			if s == t {
+				spawners.threads[i] = nil
+			}
+		}
 	}
 }
 
-// spawnLoop is the spawner thread's goroutine.
+// spawnLoop is a spawner thread's goroutine.
 func spawnLoop(reqs <-chan spawnReq) {
 	// Never unlocked: when this goroutine returns, the runtime ends the
 	// thread with it, and only then (no agent of it is left).
@@ -690,7 +727,7 @@ func (p *Process) emitStderr(line []byte) {
 // watch waits for the child, cleans up after it and reports its exit.
 func (p *Process) watch(readerDone, stderrDone <-chan struct{}) {
 	waitErr := p.cmd.Wait()
-	spawned()
+	spawned(p.thread)
 	exitedAt := time.Now()
 	// Kill what is left of the group (grandchildren that may hold the pipes). The group id stays
 	// reserved while it has members, so this cannot reach a stranger.

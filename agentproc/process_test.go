@@ -1043,3 +1043,49 @@ func BenchmarkExitReport(b *testing.B) {
 		})
 	}
 }
+
+// Agents started at once are started from more than one spawner thread
+// (one start waits for its child's exec), at most maxSpawners; once every
+// agent has been reaped no spawner thread is left.
+func TestConcurrentStartsSpreadOverSpawnerThreads(t *testing.T) {
+	const n = 3 * maxSpawners
+	procs := make([]*Process, n)
+	recs := make([]*recorder, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			recs[i] = newRecorder()
+			p, err := Start(Spec{Argv: []string{"cat"}}, recs[i])
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			procs[i] = p
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	threads := map[*spawnerThread]bool{}
+	for _, p := range procs {
+		threads[p.thread] = true
+	}
+	if len(threads) > maxSpawners {
+		t.Fatalf("%d spawner threads, at most %d", len(threads), maxSpawners)
+	}
+	for i, p := range procs {
+		_ = p.Close()
+		waitExit(t, p, recs[i])
+	}
+	testkit.Eventually(t, waitLimit, func() bool {
+		spawners.mu.Lock()
+		defer spawners.mu.Unlock()
+		for _, s := range spawners.threads {
+			if s != nil {
+				return false
+			}
+		}
+		return true
+	}, "every spawner thread gone once its agents were reaped")
+}
