@@ -23,6 +23,7 @@ import (
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/surfaced/surfaced/actors/session"
@@ -31,6 +32,7 @@ import (
 	"github.com/surfaced/surfaced/artifact"
 	"github.com/surfaced/surfaced/identity"
 	"github.com/surfaced/surfaced/internal/clock"
+	"github.com/surfaced/surfaced/internal/tracing"
 	"github.com/surfaced/surfaced/metrics"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
@@ -118,6 +120,12 @@ type Config struct {
 	// settle window, abort grace, lease renewal (nil: the wall clock). A
 	// test sets a fake one to hold a session at a point of its life.
 	SessionClock clock.Clock
+	// TracerProvider, when set, turns tracing on for the process (the
+	// daemon sets it up from its tracing: section instead): spans of the
+	// HTTP requests, the session and domain actors, the agent round trips,
+	// the store writes, the artifacts and the cluster hops
+	// (docs/deploy.md, "Tracing").
+	TracerProvider trace.TracerProvider
 	// ScratchDir holds the sessions' scratch directories, where agents
 	// write the files they put as artifacts and read the ones they get
 	// (SURFACED_ARTIFACT_DIR). Empty: surfaced-scratch in the system's
@@ -207,6 +215,9 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	r.tracker = tracker
 	r.metrics = metrics.New(reg)
+	if cfg.TracerProvider != nil {
+		tracing.Use(cfg.TracerProvider)
+	}
 	r.clock = cfg.Clock
 	if r.clock == nil {
 		r.clock = clock.Real{}

@@ -317,10 +317,7 @@ func (s *Service) Lookup(ctx context.Context, id string) (Artifact, error) {
 	return a, nil
 }
 
-// Open returns the artifact id of any session and a reader of its bytes
-// (seekable, for Range requests), which the caller closes; ErrNotFound when
-// there is no such artifact.
-func (s *Service) Open(ctx context.Context, id string) (Artifact, store.ArtifactReader, error) {
+func (s *Service) open(ctx context.Context, id string) (Artifact, store.ArtifactReader, error) {
 	if _, ok := ParseID(id); !ok {
 		return Artifact{}, nil, ErrNotFound
 	}

@@ -38,15 +38,7 @@ type PutOptions struct {
 	Size int64
 }
 
-// Put stores the bytes of r as a new artifact of the session and tells the
-// session. The bytes stream through: never held whole, refused as soon as
-// they pass the limit. Errors: ErrNotFound (no such session),
-// ErrSessionEnded, ErrTooLarge, ErrQuotaExceeded, a *FieldError, the
-// reader's error (wrapped in store.ErrSourceFailed), or the store's:
-// store.ErrUnavailable (nothing was put; refused at once, before a byte
-// is read, while the store cannot be written) or store.ErrOutcomeUnknown
-// (the record was sent and its answer never came: the artifact may exist).
-func (s *Service) Put(ctx context.Context, sessionID string, r io.Reader, o PutOptions) (Artifact, error) {
+func (s *Service) put(ctx context.Context, sessionID string, r io.Reader, o PutOptions) (Artifact, error) {
 	a := Artifact{ID: NewID(), SessionID: sessionID, Name: o.Name, DerivedFrom: o.DerivedFrom}
 	var err error
 	if a.MediaType, err = NormalizeMediaType(o.MediaType); err != nil {

@@ -86,6 +86,7 @@ type File struct {
 	ACP     ACPSection     `yaml:"acp"`
 	MCP     MCPSection     `yaml:"mcp"`
 	Cluster ClusterSection `yaml:"cluster"`
+	Tracing TracingSection `yaml:"tracing"`
 
 	// source names the file in messages; baseDir is where its relative
 	// paths resolve (empty: the process's working directory).
@@ -194,6 +195,18 @@ type ACPSection struct {
 }
 
 // MCPSection configures the MCP mount (file section mcp).
+// TracingSection turns OpenTelemetry tracing on (file section tracing;
+// docs/deploy.md, "Tracing"). Where spans go is the standard OTEL_*
+// environment's: OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL
+// (grpc or http/protobuf), their _TRACES_ forms, OTEL_SERVICE_NAME,
+// OTEL_RESOURCE_ATTRIBUTES.
+type TracingSection struct {
+	Enabled bool `yaml:"enabled"` // (false)
+	// SampleRatio is the share of new traces kept, 0 < r <= 1 (1); a request
+	// that carries a traceparent follows its caller's decision.
+	SampleRatio float64 `yaml:"sample_ratio"`
+}
+
 type MCPSection struct {
 	Enabled bool   `yaml:"enabled"` // (true)
 	Path    string `yaml:"path"`    // ("/mcp"; /mcp/sessions/{id} attaches to a session)

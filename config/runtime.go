@@ -14,6 +14,7 @@ import (
 
 	surfaced "github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/artifact"
+	"github.com/surfaced/surfaced/internal/tracing"
 )
 
 // Environment variables the daemon reads.
@@ -303,12 +304,14 @@ func (f *File) SlogLevel() slog.Level {
 
 // NewLogger makes the daemon's logger: log_format and log_level, writing
 // to w.
+// A record logged with a context that holds a span (tracing on) carries
+// its trace_id and span_id.
 func (f *File) NewLogger(w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: f.SlogLevel()}
 	if f.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(tracing.LogHandler(slog.NewTextHandler(w, opts)))
 }
 
 // Flags are the daemon's command-line settings; nil means "not given". An

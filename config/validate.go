@@ -35,6 +35,7 @@ func (f *File) Validate() error {
 	v.acp()
 	v.mcp()
 	v.cluster()
+	v.tracing()
 	return errors.Join(v.errs...)
 }
 
@@ -292,6 +293,12 @@ func (v *validation) mcp() {
 	}
 	if m.ArtifactInlineBytes < 0 {
 		v.add("mcp.artifact_inline_bytes", "must not be negative, got %s", m.ArtifactInlineBytes)
+	}
+}
+
+func (v *validation) tracing() {
+	if r := v.f.Tracing.SampleRatio; r < 0 || r > 1 || r != r {
+		v.add("tracing.sample_ratio", "must be within 0 (the default, 1) and 1, got %v", r)
 	}
 }
 

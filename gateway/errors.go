@@ -147,7 +147,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	}
 	if ae == nil {
 		rid := c.Response().Header().Get(echo.HeaderXRequestID)
-		s.log.Error("internal error", "request_id", rid, "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		s.log.ErrorContext(c.Request().Context(), "internal error", "request_id", rid, "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 		ae = apiErr(http.StatusInternalServerError, codes.Internal, "internal error (request id "+rid+")")
 	}
 	if ae.Status >= 500 && ae.Code != codes.Internal {

@@ -26,6 +26,7 @@ import (
 	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/gateway/internal/webui"
 	"github.com/surfaced/surfaced/internal/delivery"
+	"github.com/surfaced/surfaced/internal/tracing"
 )
 
 // Limits of the gateway. Zero values take the defaults.
@@ -172,6 +173,9 @@ func New(o Options) *Server {
 	e.HidePort = true
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{}))
+	if tracing.On() {
+		e.Use(s.traceRequests)
+	}
 	e.Use(s.refuseWhenClosing)
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableErrorHandler: false, LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
 		log.Error("panic in handler", "path", c.Request().URL.Path, "err", err, "stack", string(stack))

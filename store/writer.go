@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/surfaced/surfaced/internal/clock"
+	"github.com/surfaced/surfaced/internal/tracing"
 )
 
 // Op is one write for Writer. Exactly the non-empty parts are written, in the
@@ -38,6 +39,11 @@ type Op struct {
 	Chain      string
 	Epoch      uint64
 	Done       func(error)
+	// Trace, when set, is the W3C traceparent of the change the op makes
+	// (a command's span): the op's write is a span in that trace, named
+	// with the commit it joined (see writer_trace.go).
+	Trace string
+	span  tracing.Span
 }
 
 // Writer persists ops off the actors' goroutines so that a slow store never
@@ -260,6 +266,7 @@ func (w *Writer) worker(sessionID string) *writerWorker {
 
 // Submit queues op. It never blocks. After Close, op.Done gets ErrClosed.
 func (w *Writer) Submit(op Op) {
+	op.span = startOpSpan(op)
 	ww := w.worker(op.SessionID)
 	ww.mu.Lock()
 	if w.inline && !ww.closed && !ww.running && len(ww.queue) == 0 {
@@ -428,6 +435,7 @@ func (w *Writer) putRun(ww *writerWorker, run []Op) {
 		last[op.SessionID] = it
 	}
 	b, batcher := w.store.(Batcher)
+	traceCommit(run, len(items), batcher)
 	if !batcher || len(items) == 1 {
 		for _, it := range items {
 			err := w.try(it.ops[0], "kv", true, func(ctx context.Context) error {
@@ -496,6 +504,7 @@ func (w *Writer) finish(ww *writerWorker, op Op, err error) {
 		}
 		w.logFailure(op, err)
 	}
+	endOpSpan(op, err)
 	if op.Done != nil {
 		op.Done(err)
 	}

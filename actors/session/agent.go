@@ -97,6 +97,8 @@ func (s *sessionActor) startAgent(ctx actor.Context) {
 	cfg := agentactor.Config{
 		SessionID:   s.rec.ID,
 		Incarnation: a.incarnation,
+		Agent:       s.rec.Agent,
+		Node:        s.deps.NodeID,
 		Spec: proc.Spec{
 			Argv:       s.spec.Argv,
 			Dir:        cwd,

@@ -11,10 +11,12 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
+	"go.opentelemetry.io/otel/attribute"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/surfaced/surfaced/actors/dispatch"
+	"github.com/surfaced/surfaced/internal/tracing"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -334,7 +336,7 @@ func (d *Cluster) Request(ctx context.Context, id string, msg proto.Message) (pr
 			last = errors.New("no member hosts sessions")
 			continue
 		}
-		res, err := d.call(ctx, pid, msg)
+		res, err := d.call(ctx, id, attempt, pid, msg)
 		switch {
 		case errors.Is(err, ErrDirectoryClosed):
 			return nil, fmt.Errorf("session %s: %w: %w", id, ErrUnavailable, err)
@@ -456,21 +458,39 @@ func (d *Cluster) pid(id string) *actor.PID {
 	return pid
 }
 
+// Attributes of a cluster hop's span.
+const (
+	attrPeer    = attribute.Key("surfaced.cluster.peer")
+	attrAttempt = attribute.Key("surfaced.cluster.attempt")
+	attrRemote  = attribute.Key("surfaced.cluster.remote")
+)
+
 // errMemberGone: the node hosting the grain left the topology mid-call.
 var errMemberGone = errors.New("the session's node left the cluster")
 
 // call sends one request and waits for the answer, the caller's deadline, or
 // the target node leaving the topology, whichever comes first.
-func (d *Cluster) call(ctx context.Context, pid *actor.PID, msg proto.Message) (proto.Message, error) {
+func (d *Cluster) call(ctx context.Context, id string, attempt int, pid *actor.PID, msg proto.Message) (res proto.Message, err error) {
 	timeout := DefaultRequestTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
+	// The hop is a span of the request's trace: the session's node
+	// continues it from the envelope's headers.
+	ctx, span := tracing.Start(ctx, "cluster hop", tracing.Client, tracing.AttrNode.String(d.c.ActorSystem.Address()+"#"+d.c.ActorSystem.ID),
+		tracing.AttrSession.String(id), attrPeer.String(pid.Address), attrAttempt.Int(attempt),
+		attrRemote.Bool(pid.Address != d.c.ActorSystem.Address()))
+	defer func() {
+		if err != nil {
+			span.Fail("unanswered")
+		}
+		span.End()
+	}()
 	b := newReplyBox(d.c.ActorSystem)
 	// Closing the box withdraws the request (see request): a domain on this
 	// node drops the command unrun; one on another node has its deadline.
 	defer b.close()
-	d.c.ActorSystem.Root.RequestWithCustomSender(pid, msg, b.pid)
+	d.c.ActorSystem.Root.Send(pid, &actor.MessageEnvelope{Header: tracing.Headers(ctx), Message: msg, Sender: b.pid})
 	var gone chan struct{}
 	if pid.Address != d.c.ActorSystem.Address() {
 		gone = d.goneCh(pid.Address)
@@ -486,7 +506,7 @@ func (d *Cluster) call(ctx context.Context, pid *actor.PID, msg proto.Message) (
 		case <-waitCtx.Done():
 		}
 	}()
-	res, err := b.wait(waitCtx, timeout)
+	ans, err := b.wait(waitCtx, timeout)
 	if err != nil {
 		if errors.Is(err, errMemberGone) || errors.Is(err, ErrDirectoryClosed) {
 			return nil, err
@@ -496,12 +516,12 @@ func (d *Cluster) call(ctx context.Context, pid *actor.PID, msg proto.Message) (
 		}
 		return nil, err
 	}
-	if e, ok := res.(*pb.Error); ok {
+	if e, ok := ans.(*pb.Error); ok {
 		return e, nil
 	}
-	pm, ok := res.(proto.Message)
+	pm, ok := ans.(proto.Message)
 	if !ok {
-		return nil, fmt.Errorf("unexpected answer %T", res)
+		return nil, fmt.Errorf("unexpected answer %T", ans)
 	}
 	return pm, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/attribute"
 
 	agentactor "github.com/surfaced/surfaced/actors/internal/agent"
 	"github.com/surfaced/surfaced/actors/session/internal/framelog"
@@ -21,6 +22,7 @@ import (
 	"github.com/surfaced/surfaced/artifact"
 	"github.com/surfaced/surfaced/internal/clock"
 	"github.com/surfaced/surfaced/internal/lograte"
+	"github.com/surfaced/surfaced/internal/tracing"
 	"github.com/surfaced/surfaced/metrics"
 	"github.com/surfaced/surfaced/store"
 )
@@ -213,9 +215,23 @@ func (d *Deps) leaseTTL() time.Duration {
 	return 6 * time.Second
 }
 
+// props are the props options of an actor of the session: Deps.Props', and
+// the tracing middleware while tracing is on (a cluster kind's props,
+// shared by every session, name none).
 func (d *Deps) props(kind, sessionID, domain string) []actor.PropsOption {
-	if d.Props == nil {
-		return nil
+	var opts []actor.PropsOption
+	if d.Props != nil {
+		opts = d.Props(kind, sessionID, domain)
 	}
-	return d.Props(kind, sessionID, domain)
+	if tracing.On() {
+		kv := []attribute.KeyValue{tracing.AttrNode.String(d.NodeID)}
+		if sessionID != "" {
+			kv = append(kv, tracing.AttrSession.String(sessionID))
+		}
+		if domain != "" {
+			kv = append(kv, tracing.AttrDomain.String(domain))
+		}
+		opts = append(opts, tracing.ActorOptions(kind, kv...)...)
+	}
+	return opts
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/surfaced/surfaced/internal/tracing"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -160,7 +161,9 @@ func (l *Local) Request(ctx context.Context, id string, msg proto.Message) (prot
 func request(ctx context.Context, root *actor.RootContext, pid *actor.PID, msg proto.Message, timeout time.Duration) (any, error) {
 	b := newReplyBox(root.ActorSystem())
 	defer b.close()
-	root.RequestWithCustomSender(pid, msg, b.pid)
+	// The envelope carries the request's trace context, if any (headers
+	// are nil otherwise: the same envelope RequestWithCustomSender makes).
+	root.Send(pid, &actor.MessageEnvelope{Header: tracing.Headers(ctx), Message: msg, Sender: b.pid})
 	return b.wait(ctx, timeout)
 }
 

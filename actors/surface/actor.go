@@ -19,6 +19,7 @@ import (
 	"github.com/surfaced/surfaced/agentproc"
 	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/internal/clock"
+	"github.com/surfaced/surfaced/internal/tracing"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -176,6 +177,7 @@ type domainActor struct {
 type asker struct {
 	sender *actor.PID
 	key    string
+	trace  string // the traceparent of the command's span ("" untraced)
 }
 
 // keyed is a keyed command between its arrival and its answer.
@@ -284,7 +286,7 @@ func (d *domainActor) Receive(ctx actor.Context) {
 // attempt changed the state, or shares the first attempt's answer while it
 // is under way; it never runs twice.
 func (d *domainActor) command(ctx actor.Context, m *pb.RunCommand) {
-	p := pending{cmd: m, to: asker{sender: ctx.Sender(), key: m.GetIdempotencyKey()}, size: len(m.GetArgs())}
+	p := pending{cmd: m, to: asker{sender: ctx.Sender(), key: m.GetIdempotencyKey(), trace: tracing.HeaderOf(ctx)}, size: len(m.GetArgs())}
 	if ms := m.GetDeadlineMs(); ms > 0 {
 		p.deadline = time.UnixMilli(ms)
 	}
@@ -722,7 +724,9 @@ func (d *domainActor) run(ctx actor.Context, p pending) {
 		p.timer = d.clock().AfterFunc(deadline.Sub(now), func() { root.Send(self, &settleTimeout{id: id}) })
 		p.epoch = d.epoch
 		d.inflight = &p
-		ctx.Send(d.agent, &pb.AgentSend{Line: line, ExpectId: p.id, ReplyTo: pb.PidOf(self)})
+		// Sent in the command's trace, which may not be the message being
+		// handled now (a command that waited in the queue).
+		ctx.Send(d.agent, tracing.Envelope(&pb.AgentSend{Line: line, ExpectId: p.id, ReplyTo: pb.PidOf(self)}, p.to.trace))
 	}
 }
 
@@ -798,6 +802,7 @@ func (d *domainActor) commit(ctx actor.Context, snap json.RawMessage, to asker, 
 		KV:        []store.KV{{Key: d.key, Value: snap, Rev: rev}},
 		Chain:     d.key,
 		Epoch:     d.epoch,
+		Trace:     to.trace,
 	}
 	if k := d.keys[to.key]; k != nil && res != nil {
 		now := d.clock().Now()

@@ -18,6 +18,7 @@ import (
 	"github.com/surfaced/surfaced/config"
 	"github.com/surfaced/surfaced/gateway"
 	"github.com/surfaced/surfaced/gateway/guard"
+	"github.com/surfaced/surfaced/internal/tracing"
 	"github.com/surfaced/surfaced/store"
 	"github.com/surfaced/surfaced/store/postgres"
 	"github.com/surfaced/surfaced/store/sqlite"
@@ -43,6 +44,23 @@ func agentUIs(ms []config.Manifest) map[string]gateway.AgentUI {
 func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io.Writer) error {
 	log := f.NewLogger(os.Stderr)
 	slog.SetDefault(log)
+
+	if f.Tracing.Enabled {
+		host, _ := os.Hostname()
+		stop, err := tracing.Setup(ctx, tracing.Config{SampleRatio: f.Tracing.SampleRatio, Node: host, Version: surfaced.Version})
+		if err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		// Last: the spans of the shutdown are flushed too.
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := stop(sctx); err != nil {
+				log.Warn("tracing: spans not flushed at exit", "err", err)
+			}
+		}()
+		log.Info("tracing on", "sample_ratio", f.Tracing.SampleRatio)
+	}
 
 	if err := config.Build(ctx, ms, f.BinDir(), log); err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("building agents: %w", err)}

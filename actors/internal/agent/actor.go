@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -20,6 +21,7 @@ import (
 	proc "github.com/surfaced/surfaced/agentproc"
 	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/internal/lograte"
+	"github.com/surfaced/surfaced/internal/tracing"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -38,8 +40,11 @@ const (
 type Config struct {
 	SessionID   string
 	Incarnation uint32
-	Spec        proc.Spec
-	Logger      *slog.Logger
+	// Agent and Node name the agent and this node on the actor's spans.
+	Agent  string
+	Node   string
+	Spec   proc.Spec
+	Logger *slog.Logger
 	// OnInvalid counts a dropped line (metrics); optional.
 	OnInvalid func(code string)
 	// PendingTTL drops a correlation that was never answered (0: 2 minutes).
@@ -85,7 +90,13 @@ type agentActor struct {
 	// on to the session like any other.
 	refusals map[string]int
 	exited   bool
-	sweep    *time.Timer
+	// turn is the span of the prompt in flight while tracing (from its
+	// line until the agent's turn ends); tracingTurn says whether there is
+	// one, so that the reader looks at nothing else when there is not.
+	turn        tracing.Span
+	turnDelta   bool // turn has its first text delta event
+	tracingTurn atomic.Bool
+	sweep       *time.Timer
 
 	window     *Window
 	stderrLog  *lograte.Limiter
@@ -95,6 +106,7 @@ type agentActor struct {
 type waiter struct {
 	to    *actor.PID
 	since time.Time
+	span  tracing.Span // the round trip, while tracing
 }
 
 type sweepTick struct{}
@@ -112,6 +124,7 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		if a.sweep != nil {
 			a.sweep.Stop()
 		}
+		a.endTurn("agent_stopped")
 		// Nobody will process what the reader reads from now on: it stops
 		// waiting for room, and drops it.
 		a.window.Close()
@@ -177,19 +190,26 @@ func (a *agentActor) send(ctx actor.Context, m *pb.AgentSend) {
 		}
 		return
 	}
+	line := m.GetLine()
+	var span tracing.Span
+	if tp := tracing.HeaderOf(ctx); tp != "" {
+		line, span = a.traced(tp, line, m.GetExpectId() != "" && to != nil)
+	}
 	if id := m.GetExpectId(); id != "" && to != nil {
 		a.mu.Lock()
 		if a.exited {
 			a.mu.Unlock()
+			span.Fail(codes.AgentUnavailable)
+			span.End()
 			ctx.Send(to, &pb.AgentReply{Id: id, Failed: true})
 			return
 		}
-		a.pending[id] = waiter{to: to, since: time.Now()}
+		a.pending[id] = waiter{to: to, since: time.Now(), span: span}
 		a.mu.Unlock()
 	}
 	// Counted before the write: the refusal may be read before Write returns.
-	refusable := a.expectRefusal(m.GetLine())
-	if err := a.p.Write(m.GetLine()); err != nil {
+	refusable := a.expectRefusal(line)
+	if err := a.p.Write(line); err != nil {
 		a.log.Warn("agent stdin write failed", "bytes", len(m.GetLine()), "err", err)
 		if refusable != "" {
 			a.mu.Lock()
@@ -197,7 +217,9 @@ func (a *agentActor) send(ctx actor.Context, m *pb.AgentSend) {
 			a.mu.Unlock()
 		}
 		if id := m.GetExpectId(); id != "" && to != nil {
-			if _, ok := a.take(id); ok {
+			if w, ok := a.take(id); ok {
+				w.span.Fail(CodeWriteFailed)
+				w.span.End()
 				// The command never reached the agent: whoever waits for
 				// its answer learns it now, not from a timeout or an exit.
 				ctx.Send(to, &pb.AgentReply{Id: id, Failed: true,
@@ -259,6 +281,8 @@ func (a *agentActor) sweepPending() {
 	defer a.mu.Unlock()
 	for id, w := range a.pending {
 		if w.since.Before(cut) {
+			w.span.Fail("unanswered")
+			w.span.End()
 			delete(a.pending, id)
 		}
 	}
@@ -274,8 +298,12 @@ type handler struct {
 
 func (h *handler) Line(env proc.Envelope, line []byte) {
 	a := h.a
+	if a.tracingTurn.Load() {
+		a.turnLine(env, line)
+	}
 	if isAnswer(env.Type) && env.ID != "" {
 		if w, ok := a.take(env.ID); ok {
+			w.span.End()
 			// Lines the agent wrote before this answer reach the session first.
 			h.Flush()
 			a.root.Send(w.to, &pb.AgentReply{Id: env.ID, Type: env.Type, Line: line})
@@ -335,6 +363,8 @@ func (h *handler) Invalid(d proc.Diagnostic) {
 	h.Flush()
 	if d.Code == proc.CodeLineTooLong && d.ID != "" && (d.Type == "" || isAnswer(d.Type)) {
 		if w, ok := a.take(d.ID); ok {
+			w.span.Fail(CodeLineTooLong)
+			w.span.End()
 			// The answer was too long to keep, but it named its command:
 			// that command fails now rather than when it times out.
 			a.root.Send(w.to, &pb.AgentReply{Id: d.ID, Type: d.Type, Failed: true,
@@ -359,8 +389,11 @@ func (h *handler) Exited(st proc.ExitStatus) {
 	a.pending = map[string]waiter{}
 	a.mu.Unlock()
 	for id, w := range pending {
+		w.span.Fail(codes.AgentUnavailable)
+		w.span.End()
 		a.root.Send(w.to, &pb.AgentReply{Id: id, Failed: true})
 	}
+	a.endTurn("agent_exited")
 	msg := &pb.AgentExited{Incarnation: a.cfg.Incarnation, ExitCode: int32(st.Code), Signal: st.Signal, StderrTail: st.StderrTail}
 	if st.Err != nil {
 		msg.Error = st.Err.Error()

@@ -1,0 +1,38 @@
+package tracing
+
+import (
+	"context"
+	"log/slog"
+
+	"go.opentelemetry.io/otel/trace"
+)
+
+// LogHandler wraps h so that a record logged with a context that holds a
+// span carries its trace_id and span_id (the *Context forms of slog's
+// methods pass it). Records without one are passed on as they are.
+func LogHandler(h slog.Handler) slog.Handler {
+	if !Compiled {
+		return h
+	}
+	return logHandler{h}
+}
+
+type logHandler struct{ slog.Handler }
+
+func (l logHandler) Handle(ctx context.Context, r slog.Record) error {
+	if ctx != nil {
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			r = r.Clone()
+			r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+		}
+	}
+	return l.Handler.Handle(ctx, r)
+}
+
+func (l logHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return logHandler{l.Handler.WithAttrs(as)}
+}
+
+func (l logHandler) WithGroup(name string) slog.Handler {
+	return logHandler{l.Handler.WithGroup(name)}
+}
