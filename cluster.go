@@ -175,6 +175,7 @@ func (r *Runtime) joinCluster(cc ClusterConfig) (*clusterNode, error) {
 	}
 	// Lease holders are named per start (a restarted member is a new holder).
 	r.deps.NodeID = sys.Address() + "#" + sys.ID
+	r.writer.SetNode(r.deps.NodeID)
 	node := &clusterNode{c: c, prov: prov, sys: sys, dir: session.NewCluster(c, r.cfg.Store, r.log), done: make(chan struct{}),
 		start: time.Now(), ttl: cc.LeaseTTL, conflicts: newLeaseConflicts(cc.LeaseTTL)}
 	node.ready.Store(true)

@@ -223,6 +223,7 @@ func New(cfg Config) (*Runtime, error) {
 		r.clock = clock.Real{}
 	}
 	r.writer = store.NewWriter(cfg.Store, cfg.StoreWorkers, log)
+	r.writer.SetNode(cfg.NodeID)
 	actx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	arts, err := artifact.New(actx, artifact.Config{Store: cfg.Store, Writer: r.writer, Limits: cfg.Artifacts, Clock: r.clock, Logger: log,
 		Notify: r.notifyArtifact})

@@ -129,6 +129,7 @@ type Writer struct {
 	probes       sync.WaitGroup
 	closing      chan struct{}
 	closeOnce    sync.Once
+	node atomic.Pointer[string] // on the spans of traced ops (SetNode)
 	// life ends at Close: a probe in flight ends with it.
 	life context.Context
 	end  context.CancelFunc
@@ -266,7 +267,7 @@ func (w *Writer) worker(sessionID string) *writerWorker {
 
 // Submit queues op. It never blocks. After Close, op.Done gets ErrClosed.
 func (w *Writer) Submit(op Op) {
-	op.span = startOpSpan(op)
+	op.span = w.startOpSpan(op)
 	ww := w.worker(op.SessionID)
 	ww.mu.Lock()
 	if w.inline && !ww.closed && !ww.running && len(ww.queue) == 0 {

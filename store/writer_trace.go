@@ -27,11 +27,19 @@ const (
 	attrKeys           = attribute.Key("surfaced.store.keys")
 )
 
-func startOpSpan(op Op) tracing.Span {
+// SetNode names this node on the writer's spans (a cluster member's name
+// is known once it has joined).
+func (w *Writer) SetNode(name string) { w.node.Store(&name) }
+
+func (w *Writer) startOpSpan(op Op) tracing.Span {
 	if op.Trace == "" {
 		return tracing.Span{}
 	}
-	_, s := tracing.StartFrom(op.Trace, "", "store write", tracing.Client,
+	node := ""
+	if n := w.node.Load(); n != nil {
+		node = *n
+	}
+	_, s := tracing.StartFrom(op.Trace, "", "store write", tracing.Client, tracing.AttrNode.String(node),
 		tracing.AttrSession.String(op.SessionID), attrChain.String(op.Chain), attrKeys.Int(len(op.KV)))
 	return s
 }

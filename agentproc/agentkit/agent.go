@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/surfaced/surfaced/agentproc"
 )
 
@@ -311,6 +313,9 @@ func (a *Agent) readLoop(in io.Reader) error {
 type envelope struct {
 	Type string `json:"type"`
 	ID   string `json:"id"`
+	// Traceparent is the daemon's trace context, on lines sent while
+	// tracing (docs/agent-protocol.md, "Trace context").
+	Traceparent string `json:"traceparent"`
 }
 
 // handleLine routes one input line. It never blocks on a tool, a turn or a
@@ -338,7 +343,7 @@ func (a *Agent) handleLine(line []byte) {
 		if !a.decode(line, &d) {
 			return
 		}
-		if !a.goWork(func() { a.serveDispatch(&d) }) {
+		if !a.goWork(func() { a.serveDispatch(&d, env.Traceparent) }) {
 			a.log.Warn("dispatch dropped: agent is stopping", "id", d.ID, "domain", d.Domain, "action", d.Action)
 		}
 	case agentproc.TypeSurfaceFetch:
@@ -377,7 +382,7 @@ func (a *Agent) handleLine(line []byte) {
 		if !a.decode(line, &p) {
 			return
 		}
-		a.handlePrompt(env.Type, &p)
+		a.handlePrompt(env.Type, &p, env.Traceparent)
 	case agentproc.CmdAbort:
 		a.handleAbort(env.ID)
 	case agentproc.CmdGetState:
@@ -423,13 +428,15 @@ func excerpt(b []byte) string {
 	return string(b)
 }
 
-func (a *Agent) serveDispatch(d *agentproc.SurfaceDispatch) {
+func (a *Agent) serveDispatch(d *agentproc.SurfaceDispatch, traceparent string) {
 	var (
 		res   agentproc.Result
 		state json.RawMessage
 	)
 	if h, ok := a.surfaces[d.Domain]; ok {
-		ctx := a.base
+		ctx, span := startSpan(withTrace(a.base, traceparent), "surface_dispatch "+d.Domain+"."+d.Action,
+			attribute.String("surfaced.domain", d.Domain), attribute.String("surfaced.action", d.Action))
+		defer span.End()
 		if d.Deadline != nil {
 			// The daemon ignores an answer after its deadline: the
 			// command's context ends then.
@@ -438,6 +445,7 @@ func (a *Agent) serveDispatch(d *agentproc.SurfaceDispatch) {
 			defer cancel()
 		}
 		res, state = h.dispatch(ctx, a, d)
+		spanResult(span, res)
 	} else {
 		res = failure(agentproc.CodeSurfaceNotRegistered, fmt.Sprintf("this agent hosts no surface %q", d.Domain))
 	}

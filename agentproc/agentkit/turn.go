@@ -9,6 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/surfaced/surfaced/agentproc"
 )
 
@@ -32,16 +36,20 @@ type turn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the run has written agent_end
+	span   trace.Span    // the turn, in the daemon's trace when it sent one
 }
 
-func (a *Agent) newTurn() *turn {
-	ctx, cancel := context.WithCancel(a.base)
-	return &turn{ctx: ctx, cancel: cancel, done: make(chan struct{})}
+// newTurn starts a turn, continuing the trace of the prompt's traceparent
+// ("" for a turn of queued prompts, or none).
+func (a *Agent) newTurn(traceparent string) *turn {
+	ctx, span := startSpan(withTrace(a.base, traceparent), "turn")
+	ctx, cancel := context.WithCancel(ctx)
+	return &turn{ctx: ctx, cancel: cancel, done: make(chan struct{}), span: span}
 }
 
 // handlePrompt serves prompt, steer and follow_up. The response comes first,
 // at once; the run goes on in the background, as in pi.
-func (a *Agent) handlePrompt(kind string, p *agentproc.PromptCommand) {
+func (a *Agent) handlePrompt(kind string, p *agentproc.PromptCommand, traceparent string) {
 	if kind == agentproc.CmdPrompt && a.isProbeCommand(p.Message) {
 		// pi runs extension commands at once, without a turn; the probes do nothing.
 		a.respond(p.ID, kind, nil)
@@ -72,7 +80,7 @@ func (a *Agent) handlePrompt(kind string, p *agentproc.PromptCommand) {
 		a.respond(p.ID, kind, nil)
 		return
 	}
-	t := a.newTurn()
+	t := a.newTurn(traceparent)
 	a.turn = t
 	a.mu.Unlock()
 	a.respond(p.ID, kind, nil)
@@ -169,7 +177,7 @@ func (a *Agent) runAgent(t *turn, inputs []userInput) {
 		a.steering, a.followUp = nil, nil
 		var next *turn
 		if len(queued) > 0 {
-			next = a.newTurn()
+			next = a.newTurn("")
 			a.emitQueueLocked()
 		}
 		a.turn = next
@@ -180,6 +188,7 @@ func (a *Agent) runAgent(t *turn, inputs []userInput) {
 		if f := a.opts.OnAgentEnd; f != nil {
 			a.goWork(func() { f(a.base) })
 		}
+		t.span.End()
 		t.cancel()
 		close(t.done)
 		if next == nil {
@@ -365,7 +374,10 @@ func (a *Agent) streamAssistant(ctx context.Context) agentproc.AgentMessage {
 		a.emitMessage(agentproc.EventMessageEnd, msg)
 		return msg
 	}
-	reason, err := a.consume(ctx, b)
+	mctx, span := startSpan(ctx, "model call")
+	reason, err := a.consume(mctx, b)
+	spanError(span, err)
+	span.End()
 
 	var (
 		stop   StopReason
@@ -557,7 +569,12 @@ func (a *Agent) runTools(ctx context.Context, calls []agentproc.ContentBlock, tr
 		if truncated {
 			text, isError = fmt.Sprintf("Tool call %q was not executed: the response hit the output token limit, so its arguments may be truncated. Re-issue the tool call with complete arguments.", call.Name), true
 		} else {
-			text, isError, links = a.execTool(ctx, call)
+			tctx, span := startSpan(ctx, "tool "+call.Name, attribute.String("gen_ai.tool.name", call.Name))
+			text, isError, links = a.execTool(tctx, call)
+			if isError {
+				span.SetStatus(codes.Error, "the tool failed")
+			}
+			span.End()
 		}
 		res := textResult(text)
 		if len(links) > 0 {

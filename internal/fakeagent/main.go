@@ -28,6 +28,9 @@
 // {text}, fill {text} (log = [text]), sleep {ms}, crash (exits 4), fail (an
 // error with code "nope"), badresult (a result without "ok").
 //
+// A line that carries a traceparent is reported on stderr ("fakeagent:
+// <type> <id> traceparent <value>").
+//
 // Misbehaviour flags, for the tests of surfaced agent check: -protocol (what
 // agent_ready announces), -bad-line (a line that is not JSON before
 // agent_ready), -no-agent-start (turns without agent_start), -ignore-abort
@@ -179,6 +182,11 @@ func handle(raw []byte) {
 	}
 	typ := l.str("type")
 	id := l.str("id")
+	if tp := l.str("traceparent"); tp != "" {
+		// The trace context the daemon sent (tests of tracing read it in
+		// the daemon's log of the agent's stderr).
+		fmt.Fprintf(os.Stderr, "fakeagent: %s %s traceparent %s\n", typ, id, tp)
+	}
 	switch typ {
 	case "get_commands":
 		if *mode == "silent" {
