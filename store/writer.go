@@ -129,7 +129,7 @@ type Writer struct {
 	probes       sync.WaitGroup
 	closing      chan struct{}
 	closeOnce    sync.Once
-	node atomic.Pointer[string] // on the spans of traced ops (SetNode)
+	node         atomic.Pointer[string] // on the spans of traced ops (SetNode)
 	// life ends at Close: a probe in flight ends with it.
 	life context.Context
 	end  context.CancelFunc
