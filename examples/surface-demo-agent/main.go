@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/surfaced/surfaced/agentproc/agentkit"
+	"github.com/surfaced/surfaced/agentproc/agentkit/agenttrace"
 )
 
 // DemoState is the snapshot of the domain "demo".
@@ -89,10 +90,19 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The daemon's OTEL_* environment, when it traces: this agent's spans
+	// join the daemon's traces (docs/deploy.md, "Tracing").
+	shutdown, err := agenttrace.Setup(ctx, "surface-demo-agent")
+	if err != nil {
+		log.Warn("tracing not set up", "err", err)
+		shutdown = func(context.Context) error { return nil }
+	}
+	defer func() { _ = shutdown(context.Background()) }()
 	// SIGTERM is how the daemon stops an agent (with its stdin closed): a
 	// normal end, exit 0.
 	if err := newAgent(agentkit.ModelFromEnv(), log).Run(ctx, os.Stdin, os.Stdout); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("surface-demo-agent stopped", "err", err)
+		_ = shutdown(context.Background())
 		os.Exit(1)
 	}
 }
