@@ -104,7 +104,7 @@ func (s *Server) agentFile(c echo.Context) error {
 	}
 	rel, err := agentFilePath(c.Request().URL, agent)
 	if err != nil {
-		s.log.Debug("agent file refused", "agent", agent, "path", c.Request().URL.EscapedPath(), "err", err)
+		s.log.DebugContext(c.Request().Context(), "agent file refused", "agent", agent, "path", c.Request().URL.EscapedPath(), "err", err)
 		return agentFileNotFound()
 	}
 	ctype := agentFileTypes[path.Ext(rel)]
@@ -113,7 +113,7 @@ func (s *Server) agentFile(c echo.Context) error {
 	}
 	data, fi, err := readAgentFile(ui.Dir, rel)
 	if err != nil {
-		s.log.Debug("agent file refused", "agent", agent, "file", rel, "err", err)
+		s.log.DebugContext(c.Request().Context(), "agent file refused", "agent", agent, "file", rel, "err", err)
 		return agentFileNotFound()
 	}
 	sum := sha256.Sum256(data)

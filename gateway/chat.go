@@ -358,7 +358,7 @@ func (s *Server) discard(c echo.Context, ids []string) {
 	defer cancel()
 	for _, id := range ids {
 		if _, err := s.rt.Artifacts().Delete(ctx, c.Param("id"), id); err != nil && !errors.Is(err, artifact.ErrNotFound) {
-			s.log.Warn("chat: delete an attachment of a refused prompt", "session", c.Param("id"), "artifact", id, "err", err)
+			s.log.WarnContext(ctx, "chat: delete an attachment of a refused prompt", "session", c.Param("id"), "artifact", id, "err", err)
 		}
 	}
 }

@@ -151,7 +151,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		ae = apiErr(http.StatusInternalServerError, codes.Internal, "internal error (request id "+rid+")")
 	}
 	if ae.Status >= 500 && ae.Code != codes.Internal {
-		s.log.Warn("request failed", "status", ae.Status, "code", ae.Code, "path", c.Request().URL.Path)
+		s.log.WarnContext(c.Request().Context(), "request failed", "status", ae.Status, "code", ae.Code, "path", c.Request().URL.Path)
 	}
 	if ae.Status == http.StatusUnauthorized {
 		c.Response().Header().Set("WWW-Authenticate", "Bearer")

@@ -66,7 +66,7 @@ func (s *Server) subscribe(c echo.Context, kind string, req *pb.Subscribe, sinkO
 	subject := guard.IdentityOf(c).Subject
 	limit, ok := s.admit(subject, kind)
 	if !ok {
-		s.log.Warn("stream refused: too many open", "subject", subject, "kind", kind, "limit", limit)
+		s.log.WarnContext(c.Request().Context(), "stream refused: too many open", "subject", subject, "kind", kind, "limit", limit)
 		what := "event streams"
 		if kind == "ws" {
 			what = "WebSockets"
@@ -111,7 +111,7 @@ func (s *Server) subscribe(c echo.Context, kind string, req *pb.Subscribe, sinkO
 	}
 	opened = true
 	s.rt.Metrics().ClientUp(kind)
-	s.log.Debug("client subscribed", "session", id, "kind", kind, "mode", st.mode, "head", r.GetHead())
+	s.log.DebugContext(c.Request().Context(), "client subscribed", "session", id, "kind", kind, "mode", st.mode, "head", r.GetHead())
 	return st, nil
 }
 

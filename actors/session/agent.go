@@ -16,6 +16,7 @@ import (
 	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/internal/clock"
 	"github.com/surfaced/surfaced/internal/lograte"
+	"github.com/surfaced/surfaced/internal/tracing"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -553,7 +554,7 @@ func (s *sessionActor) sendCommand(c turn.Command) {
 		msg.ExpectId = c.ReplyID
 		msg.ReplyTo = pb.PidOf(s.self)
 	}
-	s.root.Send(s.agent.pid, msg)
+	s.root.Send(s.agent.pid, tracing.Envelope(msg, c.Trace))
 }
 
 // Status: busy or queued changed (the idle clock sees it after the message).

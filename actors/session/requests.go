@@ -8,6 +8,7 @@ import (
 
 	"github.com/surfaced/surfaced/actors/session/internal/turn"
 	proc "github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/internal/tracing"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -52,7 +53,7 @@ func (s *sessionActor) prompt(ctx actor.Context, m *pb.Prompt) {
 		}
 	}
 	id, refused := s.turns.Prompt(turn.Prompt{Text: m.GetMessage(), Images: m.GetImages(), Attachments: m.GetAttachments(),
-		Via: m.GetCaller().GetVia(), Tag: m.GetClientTag()})
+		Via: m.GetCaller().GetVia(), Tag: m.GetClientTag(), Trace: tracing.HeaderOf(ctx)})
 	if refused != nil {
 		ctx.Respond(&pb.PromptResult{Error: refused})
 		return

@@ -27,9 +27,18 @@ type daemonProc struct {
 
 func startBinary(t testing.TB, args ...string) *daemonProc {
 	t.Helper()
+	return startBinaryEnv(t, nil, args...)
+}
+
+// startBinaryEnv is startBinary with env ("K=V") added to the test's.
+func startBinaryEnv(t testing.TB, env []string, args ...string) *daemonProc {
+	t.Helper()
 	bin := testkit.Build(t, "./cmd/surfaced")
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = testkit.RepoRoot()
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	stdout, _ := cmd.StdoutPipe()
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -39,7 +39,9 @@ func Setup(ctx context.Context, cfg Config) (func(context.Context) error, error)
 	if err != nil {
 		return nil, err
 	}
-	res, err := resource.Merge(resource.Default(), resource.NewWithAttributes(semconv.SchemaURL,
+	// Schemaless: the SDK's default resource names its own semantic
+	// conventions' schema, and merging two that differ is an error.
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
 		semconv.ServiceName("surfaced"), semconv.ServiceVersion(cfg.Version), semconv.ServiceInstanceID(cfg.Node)))
 	if err != nil {
 		return nil, fmt.Errorf("tracing: resource: %w", err)

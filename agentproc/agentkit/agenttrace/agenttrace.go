@@ -60,7 +60,7 @@ func Setup(ctx context.Context, service string) (func(context.Context) error, er
 	if err != nil {
 		return nil, fmt.Errorf("agenttrace: OTLP exporter: %w", err)
 	}
-	res, err := resource.Merge(resource.Default(), resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(service)))
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(service)))
 	if err != nil {
 		return nil, fmt.Errorf("agenttrace: resource: %w", err)
 	}

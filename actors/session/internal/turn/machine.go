@@ -79,6 +79,10 @@ type Command struct {
 	// prompts attached, in order (records, never bytes). Line does not
 	// carry them: the session delivers them as its agent takes them.
 	Attachments []*pb.Artifact
+	// Trace is the W3C traceparent the command is sent in ("" untraced):
+	// a prompt's is its first prompt's, so that the agent's turn joins the
+	// trace of the request that asked for it.
+	Trace string
 }
 
 // Config is what a Machine is made with.
@@ -124,6 +128,8 @@ type Prompt struct {
 	Via string
 	// Tag is the client's own tag, echoed in the user message.
 	Tag string
+	// Trace is the traceparent of the request that sent it ("" untraced).
+	Trace string
 }
 
 // Accepted is a prompt the machine took.
@@ -143,6 +149,7 @@ type queued struct {
 	attachments []*pb.Artifact
 	via         string
 	tag         string
+	trace       string
 	// recorded: its user entry is durable, and it is accepted.
 	recorded bool
 	// turn is the turn id its record names: handed out with the prompt when
@@ -320,7 +327,7 @@ func (m *Machine) Prompt(p Prompt) (id uint64, refused *pb.Error) {
 		return 0, pb.Err(CodeInboxFull, fmt.Sprintf("%d bytes of prompts are already waiting; this one (%d bytes) would pass the %d-byte limit (limits.inbox_bytes)",
 			held, size, m.inboxBytes))
 	}
-	q := queued{id: m.next(&m.promptID), text: p.Text, images: p.Images, attachments: p.Attachments, via: p.Via, tag: p.Tag, size: size}
+	q := queued{id: m.next(&m.promptID), text: p.Text, images: p.Images, attachments: p.Attachments, via: p.Via, tag: p.Tag, trace: p.Trace, size: size}
 	if m.cur == nil && m.ready && len(m.inbox) == 0 {
 		// It will start a turn as soon as it is recorded: its record names
 		// that turn, and the turn does not write it again.
@@ -519,9 +526,13 @@ func (m *Machine) maybeStart() {
 	var images []proc.ImageContent
 	var attachments []*pb.Artifact
 	var entries []store.Entry
+	var trace string
 	at := m.stamp()
 	for _, q := range batch {
 		t.promptIDs = append(t.promptIDs, q.id)
+		if trace == "" {
+			trace = q.trace
+		}
 		texts = append(texts, q.text)
 		for _, im := range q.images {
 			images = append(images, proc.ImageContent{Type: "image", Data: im.GetData(), MimeType: im.GetMimeType()})
@@ -546,7 +557,7 @@ func (m *Machine) maybeStart() {
 		m.log.Error("agent command not marshalable", "err", err)
 		return
 	}
-	m.out.Send(Command{Line: line, ReplyID: t.promptReq, Attachments: attachments})
+	m.out.Send(Command{Line: line, ReplyID: t.promptReq, Attachments: attachments, Trace: trace})
 	m.log.Info("turn started", "turn", t.id, "prompts", len(batch), "attachments", len(attachments))
 }
 
