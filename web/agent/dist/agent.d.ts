@@ -4,6 +4,7 @@ import type { WritableLike } from "./lines";
 import type { DialogAnswer, DialogRequest, Dialogs, Model } from "./model";
 import type { CommandResult, JSONSchema, StateChange } from "./protocol";
 import type { SurfaceOptions } from "./surface";
+import type { TraceContext } from "./trace";
 /** What a tool returns: its text for the model, and details for clients (pi's tool result). */
 export interface ToolOutput {
     text: string;
@@ -28,6 +29,11 @@ export interface ToolCtx {
     readonly toolName: string;
     readonly signal: AbortSignal;
     readonly agent: Agent;
+    /**
+     * The daemon's span of the prompt whose turn runs the tool, while it traces (absent otherwise):
+     * start the tool's own spans under it to join the daemon's trace (docs/agents-typescript.md, "Tracing").
+     */
+    readonly trace?: TraceContext;
     /** Reports progress (tool_execution_update): each text replaces the last; send the whole text so far. */
     update(text: string): void;
     /** Puts artifacts (by id) in the result's details.artifacts; editors see them as links. */

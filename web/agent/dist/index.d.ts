@@ -9,4 +9,6 @@ export type { AgentOptions, Tool, ToolCtx, ToolOutput, NoticeRequest } from "./a
 export { scriptedModel, openAIModel, modelFromEnv, SCRIPTED_PREFIX } from "./model";
 export type { Model, ModelDelta, ModelRequest, ModelMessage, ModelToolCall, ModelInfo, ToolSpec, StopReason, DialogRequest, DialogAnswer, Dialogs, ImageContent, ScriptedModelOptions, OpenAIModelOptions, } from "./model";
 export { PROTOCOL, Codes } from "./protocol";
+export { parseTraceparent } from "./trace";
+export type { TraceContext } from "./trace";
 export type { CommandResult, ErrorBody, Artifact, JSONSchema, StateChange, SurfaceDecl } from "./protocol";

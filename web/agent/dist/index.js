@@ -141,6 +141,15 @@ function isObject(v) {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
+// agent/src/trace.ts
+var TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+function parseTraceparent(v) {
+  if (typeof v !== "string") return void 0;
+  const m = TRACEPARENT.exec(v);
+  if (!m || m[1] === "ff" || /^0+$/.test(m[2]) || /^0+$/.test(m[3])) return void 0;
+  return { traceparent: v, traceId: m[2], spanId: m[3], sampled: (parseInt(m[4], 16) & 1) === 1 };
+}
+
 // agent/src/surface.ts
 var SurfaceCommandError = class extends Error {
   code;
@@ -174,7 +183,7 @@ function normalize(v) {
   return v === void 0 ? { ok: true } : { ok: true, data: v };
 }
 var Ctx = class {
-  constructor(domain, action, rev, deadline, signal, artifacts, state) {
+  constructor(domain, action, rev, deadline, signal, artifacts, state, trace) {
     this.domain = domain;
     this.action = action;
     this.rev = rev;
@@ -182,6 +191,7 @@ var Ctx = class {
     this.signal = signal;
     this.artifacts = artifacts;
     this.state = state;
+    this.trace = trace;
   }
   domain;
   action;
@@ -190,6 +200,7 @@ var Ctx = class {
   signal;
   artifacts;
   state;
+  trace;
   changed = false;
   get() {
     return this.state;
@@ -282,7 +293,7 @@ var Surface = class {
     const deadline = typeof msg.deadline === "string" ? new Date(msg.deadline) : void 0;
     const dl = deadlineSignal(deadline && !isNaN(deadline.getTime()) ? deadline : void 0);
     const state = msg.state === void 0 || msg.state === null ? this.initial() : msg.state;
-    const ctx = new Ctx(this.domain, action, typeof msg.rev === "number" ? msg.rev : 0, deadline, dl.signal, host2.artifacts(dl.signal), state);
+    const ctx = new Ctx(this.domain, action, typeof msg.rev === "number" ? msg.rev : 0, deadline, dl.signal, host2.artifacts(dl.signal), state, parseTraceparent(msg.traceparent));
     let v;
     try {
       v = await handler(msg.args ?? {}, ctx);
@@ -1231,6 +1242,7 @@ var Agent = class {
       return;
     }
     const t = this.newTurn();
+    t.trace = parseTraceparent(line.traceparent);
     this.turn = t;
     this.respond(id, line.type);
     void this.runAgent(t, [input]);
@@ -1493,6 +1505,7 @@ var Agent = class {
       toolName: call.name,
       signal,
       agent: this,
+      trace: this.turn?.trace,
       update: (text) => this.send({ type: "tool_execution_update", toolCallId: call.id, toolName: call.name, args: call.arguments, partialResult: { content: [{ type: "text", text }] } }),
       linkArtifact: (...ids) => links.push(...ids),
       runCommand: (domain, action, args) => this.host.runCommand(domain, action, args, signal),
@@ -1622,6 +1635,7 @@ export {
   modelFromEnv,
   normalize,
   openAIModel,
+  parseTraceparent,
   runCommand,
   scriptedModel
 };

@@ -1,5 +1,6 @@
 import type { Artifacts } from "./host";
 import type { CommandResult, ErrorBody, JSONSchema, Line, SurfaceDecl } from "./protocol";
+import type { TraceContext } from "./trace";
 /**
  * SurfaceCommandError is a command failure with a stable code: thrown from a
  * command (or a data handler), the caller gets `{ok:false, error:{code, message}}`
@@ -21,6 +22,11 @@ export interface SurfaceCtx<S> {
     readonly signal: AbortSignal;
     /** The session's artifacts; their calls end with signal. Bytes go by path, never in a snapshot. */
     readonly artifacts: Artifacts;
+    /**
+     * The daemon's span of this dispatch, while it traces (absent otherwise): start the command's own
+     * spans under it to join the daemon's trace (docs/agents-typescript.md, "Tracing").
+     */
+    readonly trace?: TraceContext;
     /** The current state, changes made by setState included. */
     get(): S;
     /** Replaces the state with next(current) (or next); the domain commits it at the next rev. */

@@ -12,6 +12,8 @@ import { Env, isObject, T } from "./protocol";
 import type { CommandResult, JSONSchema, Line, StateChange } from "./protocol";
 import { Surface } from "./surface";
 import type { SurfaceOptions } from "./surface";
+import { parseTraceparent } from "./trace";
+import type { TraceContext } from "./trace";
 
 /** What a tool returns: its text for the model, and details for clients (pi's tool result). */
 export interface ToolOutput {
@@ -39,6 +41,11 @@ export interface ToolCtx {
   readonly toolName: string;
   readonly signal: AbortSignal;
   readonly agent: Agent;
+  /**
+   * The daemon's span of the prompt whose turn runs the tool, while it traces (absent otherwise):
+   * start the tool's own spans under it to join the daemon's trace (docs/agents-typescript.md, "Tracing").
+   */
+  readonly trace?: TraceContext;
   /** Reports progress (tool_execution_update): each text replaces the last; send the whole text so far. */
   update(text: string): void;
   /** Puts artifacts (by id) in the result's details.artifacts; editors see them as links. */
@@ -125,6 +132,8 @@ interface Turn {
   finish(): void;
   /** The abort commands to answer once the run has ended (their ids). */
   aborts: (string | undefined)[];
+  /** The daemon's span of the prompt that started it, while the daemon traces. */
+  trace?: TraceContext;
 }
 
 const BUSY = "Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message.";
@@ -357,6 +366,7 @@ export class Agent implements Dialogs {
       return;
     }
     const t = this.newTurn();
+    t.trace = parseTraceparent(line.traceparent);
     this.turn = t;
     this.respond(id, line.type);
     // agent_start goes out before the next line is read: runAgent is synchronous up to its first await.
@@ -632,6 +642,7 @@ export class Agent implements Dialogs {
       toolName: call.name,
       signal,
       agent: this,
+      trace: this.turn?.trace,
       update: (text) => this.send({ type: "tool_execution_update", toolCallId: call.id, toolName: call.name, args: call.arguments, partialResult: { content: [{ type: "text", text }] } }),
       linkArtifact: (...ids) => links.push(...ids),
       runCommand: (domain, action, args) => this.host.runCommand(domain, action, args, signal),

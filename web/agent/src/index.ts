@@ -31,4 +31,6 @@ export type {
   OpenAIModelOptions,
 } from "./model";
 export { PROTOCOL, Codes } from "./protocol";
+export { parseTraceparent } from "./trace";
+export type { TraceContext } from "./trace";
 export type { CommandResult, ErrorBody, Artifact, JSONSchema, StateChange, SurfaceDecl } from "./protocol";

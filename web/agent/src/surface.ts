@@ -5,6 +5,8 @@
 import type { Artifacts } from "./host";
 import { Codes, failure, isObject, T } from "./protocol";
 import type { CommandResult, ErrorBody, JSONSchema, Line, SurfaceDecl } from "./protocol";
+import { parseTraceparent } from "./trace";
+import type { TraceContext } from "./trace";
 
 /**
  * SurfaceCommandError is a command failure with a stable code: thrown from a
@@ -32,6 +34,11 @@ export interface SurfaceCtx<S> {
   readonly signal: AbortSignal;
   /** The session's artifacts; their calls end with signal. Bytes go by path, never in a snapshot. */
   readonly artifacts: Artifacts;
+  /**
+   * The daemon's span of this dispatch, while it traces (absent otherwise): start the command's own
+   * spans under it to join the daemon's trace (docs/agents-typescript.md, "Tracing").
+   */
+  readonly trace?: TraceContext;
   /** The current state, changes made by setState included. */
   get(): S;
   /** Replaces the state with next(current) (or next); the domain commits it at the next rev. */
@@ -169,6 +176,7 @@ class Ctx<S> implements SurfaceCtx<S> {
     readonly signal: AbortSignal,
     readonly artifacts: Artifacts,
     private state: S,
+    readonly trace: TraceContext | undefined,
   ) {}
   get(): S {
     return this.state;
@@ -269,7 +277,7 @@ export class Surface<S = unknown> {
     const deadline = typeof msg.deadline === "string" ? new Date(msg.deadline) : undefined;
     const dl = deadlineSignal(deadline && !isNaN(deadline.getTime()) ? deadline : undefined);
     const state = msg.state === undefined || msg.state === null ? this.initial() : (msg.state as S);
-    const ctx = new Ctx<S>(this.domain, action, typeof msg.rev === "number" ? msg.rev : 0, deadline, dl.signal, host.artifacts(dl.signal), state);
+    const ctx = new Ctx<S>(this.domain, action, typeof msg.rev === "number" ? msg.rev : 0, deadline, dl.signal, host.artifacts(dl.signal), state, parseTraceparent(msg.traceparent));
     let v: unknown;
     try {
       v = await handler(msg.args ?? {}, ctx);

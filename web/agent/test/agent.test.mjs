@@ -14,6 +14,7 @@ import {
   getSessionState,
   isPiRPC,
   normalize,
+  parseTraceparent,
   runCommand,
   scriptedModel,
   SurfaceCommandError,
@@ -255,6 +256,37 @@ test("a turn: the tool runs the command through the daemon, while the agent keep
   w.send({ id: "m1", type: "get_messages" });
   // The prompt, the assistant's tool call, its result, the answer.
   assert.deepEqual((await w.next((l) => l.id === "m1")).data.messages.map((m) => m.role), ["user", "assistant", "toolResult", "assistant"]);
+  w.end();
+  await w.done;
+});
+
+test("trace context: a dispatch's and a prompt's traceparent reach the command and the tool; a bad one is ignored", async () => {
+  const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  const seen = {};
+  const traced = defineSurface({
+    domain: "t",
+    initialState: {},
+    commands: { look: (_a, ctx) => ctx.trace ?? null },
+  });
+  const w = wire({
+    surfaces: [traced],
+    tools: [{ name: "increment", run: (_a, ctx) => ((seen.tool = ctx.trace), "ok") }],
+  });
+  w.send({ traceparent: tp, type: "surface_dispatch", id: "t#1", domain: "t", action: "look", args: {}, state: {}, rev: 1 });
+  const d = await w.next((l) => l.type === "surface_dispatch_result" && l.id === "t#1");
+  assert.deepEqual(d.result.data, { traceparent: tp, traceId: "4bf92f3577b34da6a3ce929d0e0e4736", spanId: "00f067aa0ba902b7", sampled: true });
+  for (const [i, bad] of ["00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7", "00-00000000000000000000000000000000-00f067aa0ba902b7-01", 7].entries()) {
+    w.send({ traceparent: bad, type: "surface_dispatch", id: `t#b${i}`, domain: "t", action: "look", args: {}, state: {}, rev: 1 });
+    const r = await w.next((l) => l.type === "surface_dispatch_result" && l.id === `t#b${i}`);
+    assert.equal(r.result.ok, true);
+    assert.equal(r.result.data, null, `traceparent ${JSON.stringify(bad)}`);
+  }
+  const promptTp = "00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-00";
+  w.send({ traceparent: promptTp, id: "turn.prompt.1", type: "prompt", message: "please increment" });
+  await w.next((l) => l.type === "agent_end");
+  assert.equal(seen.tool?.traceparent, promptTp);
+  assert.equal(seen.tool?.sampled, false);
+  assert.equal(parseTraceparent("ff-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01"), undefined);
   w.end();
   await w.done;
 });
