@@ -1,7 +1,8 @@
-//go:build !race
+//go:build !race && !notrace
 
 // In-process cluster test: see cluster_rejoin_test.go for why it runs
-// without the race detector.
+// without the race detector. Built without tracing (the notrace tag),
+// there is nothing to trace.
 
 package surfaced
 
