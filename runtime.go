@@ -124,7 +124,7 @@ type Config struct {
 	// daemon sets it up from its tracing: section instead): spans of the
 	// HTTP requests, the session and domain actors, the agent round trips,
 	// the store writes, the artifacts and the cluster hops
-	// (docs/deploy.md, "Tracing").
+	// (docs/tracing.md).
 	TracerProvider trace.TracerProvider
 	// ScratchDir holds the sessions' scratch directories, where agents
 	// write the files they put as artifacts and read the ones they get

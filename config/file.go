@@ -194,9 +194,8 @@ type ACPSection struct {
 	SessionsPerConnection int `yaml:"sessions_per_connection"`
 }
 
-// MCPSection configures the MCP mount (file section mcp).
 // TracingSection turns OpenTelemetry tracing on (file section tracing;
-// docs/deploy.md, "Tracing"). Where spans go is the standard OTEL_*
+// docs/tracing.md). Where spans go is the standard OTEL_*
 // environment's: OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL
 // (grpc or http/protobuf), their _TRACES_ forms, OTEL_SERVICE_NAME,
 // OTEL_RESOURCE_ATTRIBUTES.
@@ -207,6 +206,7 @@ type TracingSection struct {
 	SampleRatio float64 `yaml:"sample_ratio"`
 }
 
+// MCPSection configures the MCP mount (file section mcp).
 type MCPSection struct {
 	Enabled bool   `yaml:"enabled"` // (true)
 	Path    string `yaml:"path"`    // ("/mcp"; /mcp/sessions/{id} attaches to a session)

@@ -91,7 +91,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// The daemon's OTEL_* environment, when it traces: this agent's spans
-	// join the daemon's traces (docs/deploy.md, "Tracing").
+	// join the daemon's traces (docs/tracing.md).
 	shutdown, err := agenttrace.Setup(ctx, "surface-demo-agent")
 	if err != nil {
 		log.Warn("tracing not set up", "err", err)
