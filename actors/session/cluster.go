@@ -476,10 +476,14 @@ func (d *Cluster) call(ctx context.Context, id string, attempt int, pid *actor.P
 		timeout = time.Until(dl)
 	}
 	// The hop is a span of the request's trace: the session's node
-	// continues it from the envelope's headers.
-	ctx, span := tracing.Start(ctx, "cluster hop", tracing.Client, tracing.AttrNode.String(d.c.ActorSystem.Address()+"#"+d.c.ActorSystem.ID),
-		tracing.AttrSession.String(id), attrPeer.String(pid.Address), attrAttempt.Int(attempt),
-		attrRemote.Bool(pid.Address != d.c.ActorSystem.Address()))
+	// continues it from the envelope's headers. (Guarded: off, not even
+	// the attributes are made.)
+	var span tracing.Span
+	if tracing.On() {
+		ctx, span = tracing.Start(ctx, "cluster hop", tracing.Client, tracing.AttrNode.String(d.c.ActorSystem.Address()+"#"+d.c.ActorSystem.ID),
+			tracing.AttrSession.String(id), attrPeer.String(pid.Address), attrAttempt.Int(attempt),
+			attrRemote.Bool(pid.Address != d.c.ActorSystem.Address()))
+	}
 	defer func() {
 		if err != nil {
 			span.Fail("unanswered")
