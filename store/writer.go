@@ -386,6 +386,7 @@ func (w *Writer) write(ww *writerWorker, batch []Op) {
 			continue
 		}
 		if !kvOnly(op) {
+			traceCommit(batch[i:i+1], 1, false) // a transaction of its own
 			w.finish(ww, op, w.writeOne(op))
 			i++
 			continue
@@ -414,6 +415,7 @@ func (w *Writer) putRun(ww *writerWorker, run []Op) {
 		// The common case of a quiet store (one command in flight): its
 		// entries as they are, without the grouping's map and copies.
 		op := run[0]
+		traceCommit(run, 1, false)
 		w.finish(ww, op, w.try(op, "kv", true, func(ctx context.Context) error {
 			return w.store.PutKV(ctx, op.SessionID, op.Fence, op.KV)
 		}))
