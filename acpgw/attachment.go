@@ -178,7 +178,8 @@ func (a *attachment) Receive(ctx actor.Context) {
 }
 
 // Frames implements delivery.Sink: the session's frames, rendered.
-func (a *attachment) Frames(ctx actor.Context, frames []*pb.Frame, final bool) bool {
+func (a *attachment) Frames(ctx actor.Context, b *pb.Frames) bool {
+	frames, final := b.GetFrames(), b.GetFinal()
 	if a.finished {
 		return true // a lingering attachment shows nothing
 	}

@@ -34,7 +34,13 @@ type turnSink struct {
 }
 
 // Frames implements delivery.Sink.
-func (k *turnSink) Frames(_ actor.Context, frames []*pb.Frame, final bool) bool {
+func (k *turnSink) Frames(_ actor.Context, b *pb.Frames) bool {
+	frames, final := b.GetFrames(), b.GetFinal()
+	push := k.q.PushFrames
+	if b.GetOwed() {
+		// The running turn so far, replayed: paced by the client.
+		push = k.q.PushOwed
+	}
 	if k.done {
 		return false // the stream ends with what is queued: nothing more is needed
 	}
@@ -71,18 +77,18 @@ func (k *turnSink) Frames(_ actor.Context, frames []*pb.Frame, final bool) bool 
 	switch {
 	case k.done:
 		// The finish is the stream's last chunk: [DONE] follows it.
-		return k.q.PushFrames(out, true)
+		return push(out, true)
 	case final:
 		// The session ended every stream before the turn finished (it
 		// always finishes a turn first; this is a safety net): the stream
 		// ends as a session gone away does.
-		ok := len(out) == 0 || k.q.PushFrames(out, false)
+		ok := len(out) == 0 || push(out, false)
 		k.q.End(delivery.EndSessionGone)
 		return ok
 	case len(out) == 0:
 		return true
 	}
-	return k.q.PushFrames(out, false)
+	return push(out, false)
 }
 
 // Gone implements delivery.Sink: the session went away before the turn

@@ -19,8 +19,8 @@ type sink struct {
 	gone   func()
 }
 
-func (k *sink) Frames(_ actor.Context, frames []*pb.Frame, final bool) bool {
-	k.frames(frames, final)
+func (k *sink) Frames(_ actor.Context, b *pb.Frames) bool {
+	k.frames(b.GetFrames(), b.GetFinal())
 	return true
 }
 

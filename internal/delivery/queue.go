@@ -18,6 +18,9 @@ import (
 type Item struct {
 	Frame *pb.Frame
 	Raw   []byte
+	// owed: the frames a subscription begins with (its replay, or the sticky
+	// state), which the client is owed rather than behind on.
+	owed bool
 }
 
 // itemOverhead is what an item costs beyond its payload: its slot and the
@@ -62,10 +65,11 @@ const (
 
 // Limits bound a queue. The zero value of a field takes its default.
 type Limits struct {
-	// MaxBytes bounds what waits for the client: queued items plus those a
-	// writer took and has not written yet (1 MiB).
+	// MaxBytes bounds the client's backlog: what waits for the writer
+	// behind what it is writing, less the largest one item (1 MiB).
 	MaxBytes int
-	// MaxAge bounds how long the oldest of them waits (10 s).
+	// MaxAge bounds how long the oldest unwritten item waits, the writer's
+	// included (10 s).
 	MaxAge time.Duration
 }
 
@@ -89,32 +93,81 @@ func (l Limits) withDefaults() Limits {
 // sink, a WebSocket's request handlers, an ACP connection) push; one writer
 // at a time takes everything queued, writes it and reports it written.
 //
-// A push that leaves the client more than Limits behind, in bytes or in
-// the age of the oldest unwritten item, cuts the client: the queue drops
-// what it holds and ends with EndSlowConsumer. One item larger than the
-// whole budget does not make a client slow; a second one arriving while it
-// still waits does. The session's final batch never cuts.
+// The bounds are for a client that does not read, not for one that reads
+// what it was sent:
+//
+//   - Bytes bound the backlog: what waits for the writer behind what it is
+//     writing, less the largest one item. One frame of any size reaches a
+//     client that reads; a second large one behind it, or many small ones,
+//     make a backlog.
+//   - Age bounds how long the oldest unwritten item waits, the ones the
+//     writer holds included: a write that does not move is found by the
+//     writer (Writer.SlowAfter), frames piling up behind it by the push.
+//   - What a subscription is owed when it begins (PushOwed: the replay of a
+//     resume, the sticky state) counts in neither: it is written as the
+//     client reads it, and the writer cuts a client that stops reading it.
+//     Live items behind it begin to age once it is written.
+//
+// A push past a bound cuts the client: the queue drops what it holds and
+// ends with EndSlowConsumer. The session's final batch never cuts.
 type Queue struct {
 	lim     Limits
 	clock   clock.Clock
 	wake    chan struct{}
 	handoff chan func() // unbuffered: a subscriber's mailbox run, for the writer while it waits
 
-	mu          sync.Mutex
-	items       []Item
-	queuedBytes int
-	queuedSince time.Time // when the oldest queued item was pushed
-	flight      int       // items taken by the writer and not yet written
-	flightBytes int
-	flightSince time.Time // when the oldest of them was pushed
-	end         Reason    // the stream ends after what is queued
-	dropped     bool      // ... and nothing is queued: it was cut
-	cutBytes    int       // what was waiting when the queue was cut
-	cutAge      time.Duration
-	pushed      uint64 // items ever pushed
-	written     uint64 // items ever written
-	writers     int    // writers attached (Writer.Run): 0 or 1
-	progress    chan struct{}
+	mu       sync.Mutex
+	items    []Item
+	queued   tally  // items, not taken yet
+	flight   tally  // items taken by the writer and not yet written
+	owed     int    // owed items not written yet (queued or in flight)
+	end      Reason // the stream ends after what is queued
+	dropped  bool   // ... and nothing is queued: it was cut
+	cutBytes int    // what was waiting when the queue was cut
+	cutAge   time.Duration
+	pushed   uint64 // items ever pushed
+	written  uint64 // items ever written
+	writers  int    // writers attached (Writer.Run): 0 or 1
+	progress chan struct{}
+}
+
+// tally counts one part of what waits: the queued items or those in flight.
+type tally struct {
+	items, bytes int
+	owed         int       // items of a subscription's beginning
+	live         int       // the other items
+	liveBytes    int       // their bytes
+	liveMax      int       // the largest of them
+	liveSince    time.Time // when the oldest of them began to wait
+}
+
+func (t *tally) add(it Item, since time.Time) {
+	n := it.Size()
+	t.items++
+	t.bytes += n
+	if it.owed {
+		t.owed++
+		return
+	}
+	if t.live == 0 {
+		t.liveSince = since
+	}
+	t.live++
+	t.liveBytes += n
+	t.liveMax = max(t.liveMax, n)
+}
+
+// merge adds the items of u, which came after t's.
+func (t *tally) merge(u tally) {
+	if t.live == 0 {
+		t.liveSince = u.liveSince
+	}
+	t.items += u.items
+	t.bytes += u.bytes
+	t.owed += u.owed
+	t.live += u.live
+	t.liveBytes += u.liveBytes
+	t.liveMax = max(t.liveMax, u.liveMax)
 }
 
 // NewQueue returns an empty queue whose age bound runs on c (nil: the wall
@@ -161,9 +214,22 @@ func (q *Queue) signal() {
 }
 
 // PushFrames queues a batch of session frames; final marks the stream's
-// last batch (the session's end frame, a chat turn's finish is in it). It reports false when the stream has
-// ended or the client is now too far behind (then it was cut).
+// last batch (the session's end frame, a chat turn's finish is in it). It
+// reports false when the stream has ended or the client is now too far
+// behind (then it was cut).
 func (q *Queue) PushFrames(fs []*pb.Frame, final bool) bool {
+	return q.pushFrames(fs, final, false)
+}
+
+// PushOwed queues the frames a subscription begins with (the replay of a
+// resume, the sticky state, a running turn from its start): they count in
+// neither bound, and are written as the client reads them. final as for
+// PushFrames.
+func (q *Queue) PushOwed(fs []*pb.Frame, final bool) bool {
+	return q.pushFrames(fs, final, true)
+}
+
+func (q *Queue) pushFrames(fs []*pb.Frame, final, owed bool) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.end != "" {
@@ -171,10 +237,14 @@ func (q *Queue) PushFrames(fs []*pb.Frame, final bool) bool {
 	}
 	now := q.clock.Now()
 	for _, f := range fs {
-		q.addLocked(Item{Frame: f}, now)
+		q.addLocked(Item{Frame: f, owed: owed}, now)
 	}
 	if final {
 		q.end = EndFinal
+		q.signal()
+		return true
+	}
+	if owed {
 		q.signal()
 		return true
 	}
@@ -195,48 +265,51 @@ func (q *Queue) PushRaw(b []byte) bool {
 }
 
 func (q *Queue) addLocked(it Item, now time.Time) {
-	if len(q.items) == 0 {
-		q.queuedSince = now
-	}
 	q.items = append(q.items, it)
-	q.queuedBytes += it.Size()
+	q.queued.add(it, now)
+	if it.owed {
+		q.owed++
+	}
 	q.pushed++
 }
 
 // checkLocked cuts the client when it is past a bound, else wakes the writer.
 func (q *Queue) checkLocked(now time.Time) bool {
-	if len(q.items)+q.flight > 1 {
-		bytes := q.queuedBytes + q.flightBytes
-		age := q.ageLocked(now)
-		if bytes > q.lim.MaxBytes || age > q.lim.MaxAge {
-			q.dropLocked(EndSlowConsumer)
-			return false
-		}
+	if q.backlogLocked() > q.lim.MaxBytes || q.ageLocked(now) > q.lim.MaxAge {
+		q.dropLocked(EndSlowConsumer)
+		return false
 	}
 	q.signal()
 	return true
 }
 
-// ageLocked is how long the oldest unwritten item has waited.
+// backlogLocked is what the byte bound counts: the live items waiting for
+// the writer, less the largest one.
+func (q *Queue) backlogLocked() int {
+	return q.queued.liveBytes - q.queued.liveMax
+}
+
+// ageLocked is how long the oldest unwritten live item has waited; live
+// items behind owed ones do not wait until those are written.
 func (q *Queue) ageLocked(now time.Time) time.Duration {
-	var since time.Time
 	switch {
-	case q.flight > 0:
-		since = q.flightSince
-	case len(q.items) > 0:
-		since = q.queuedSince
-	default:
+	case q.owed > 0:
 		return 0
+	case q.flight.live > 0:
+		return now.Sub(q.flight.liveSince)
+	case q.queued.live > 0:
+		return now.Sub(q.queued.liveSince)
 	}
-	return now.Sub(since)
+	return 0
 }
 
 // dropLocked ends the stream for reason, dropping what is queued.
 func (q *Queue) dropLocked(reason Reason) {
-	q.cutBytes, q.cutAge = q.queuedBytes+q.flightBytes, q.ageLocked(q.clock.Now())
+	q.cutBytes, q.cutAge = q.queued.bytes+q.flight.bytes, q.ageLocked(q.clock.Now())
 	clear(q.items)
 	q.items = nil
-	q.queuedBytes = 0
+	q.owed -= q.queued.owed
+	q.queued = tally{}
 	q.end = reason
 	q.dropped = true
 	q.progressLocked()
@@ -275,12 +348,8 @@ func (q *Queue) Take(buf []Item) ([]Item, Reason) {
 	items := q.items
 	q.items = buf[:0]
 	if len(items) > 0 {
-		if q.flight == 0 {
-			q.flightSince = q.queuedSince
-		}
-		q.flight += len(items)
-		q.flightBytes += q.queuedBytes
-		q.queuedBytes = 0
+		q.flight.merge(q.queued)
+		q.queued = tally{}
 	}
 	return items, q.end
 }
@@ -289,10 +358,22 @@ func (q *Queue) Take(buf []Item) ([]Item, Reason) {
 // took.
 func (q *Queue) Written() {
 	q.mu.Lock()
-	q.written += uint64(q.flight)
-	q.flight, q.flightBytes = 0, 0
+	q.written += uint64(q.flight.items)
+	q.settleLocked()
 	q.progressLocked()
 	q.mu.Unlock()
+}
+
+// settleLocked forgets what was in flight. Once the owed items are gone,
+// the live items behind them begin to wait now.
+func (q *Queue) settleLocked() {
+	if q.flight.owed > 0 {
+		q.owed -= q.flight.owed
+		if q.owed == 0 && q.queued.live > 0 {
+			q.queued.liveSince = q.clock.Now()
+		}
+	}
+	q.flight = tally{}
 }
 
 // attach records a writer draining the queue (Writer.Run).
@@ -308,7 +389,7 @@ func (q *Queue) attach() {
 func (q *Queue) detach() {
 	q.mu.Lock()
 	q.writers--
-	q.flight, q.flightBytes = 0, 0
+	q.settleLocked()
 	q.progressLocked()
 	q.mu.Unlock()
 	q.signal()
@@ -330,7 +411,7 @@ func (q *Queue) Waiting() (items, bytes int, age time.Duration) {
 	if q.dropped {
 		return 0, q.cutBytes, q.cutAge
 	}
-	return len(q.items) + q.flight, q.queuedBytes + q.flightBytes, q.ageLocked(q.clock.Now())
+	return q.queued.items + q.flight.items, q.queued.bytes + q.flight.bytes, q.ageLocked(q.clock.Now())
 }
 
 // Mark is the count of items pushed so far, for WaitWritten.
@@ -352,7 +433,7 @@ func (q *Queue) WaitWritten(ctx context.Context, mark uint64) bool {
 // goes at the reader's pace instead of tripping the bound. It reports false
 // when the queue was cut or ctx is done.
 func (q *Queue) WaitRoom(ctx context.Context) bool {
-	return q.wait(ctx, func() (bool, bool) { return q.queuedBytes+q.flightBytes <= q.lim.MaxBytes/2, true })
+	return q.wait(ctx, func() (bool, bool) { return q.queued.bytes+q.flight.bytes <= q.lim.MaxBytes/2, true })
 }
 
 // wait waits until cond reports done, or that waiting is no use.

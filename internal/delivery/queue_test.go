@@ -17,6 +17,8 @@ func frame(id string, size int) *pb.Frame {
 	return &pb.Frame{Id: id, Event: pb.DiagnosticOf("test", strings.Repeat("x", size)), Size: uint32(size)}
 }
 
+// The byte bound counts the backlog: the items waiting for the writer,
+// less the largest one.
 func TestQueueBytesBound(t *testing.T) {
 	q := NewQueue(Limits{MaxBytes: 1000, MaxAge: time.Hour}, newClock())
 	for i := 0; i < 3; i++ {
@@ -27,9 +29,13 @@ func TestQueueBytesBound(t *testing.T) {
 	if n, b, _ := q.Waiting(); n != 3 || b != 3*(200+3+itemOverhead) {
 		t.Fatalf("waiting %d items, %d bytes", n, b)
 	}
-	// The next two take it past 1000 bytes.
+	// Five frames of 227 bytes are a backlog of 908 bytes; the sixth takes
+	// it past 1000.
 	q.PushFrames([]*pb.Frame{frame("e-4", 200)}, false)
-	if q.PushFrames([]*pb.Frame{frame("e-5", 200)}, false) {
+	if !q.PushFrames([]*pb.Frame{frame("e-5", 200)}, false) {
+		t.Fatal("a backlog under the bound cut the client")
+	}
+	if q.PushFrames([]*pb.Frame{frame("e-6", 200)}, false) {
 		t.Fatal("a client past the byte bound was not cut")
 	}
 	items, end := q.Take(nil)
@@ -44,32 +50,83 @@ func TestQueueBytesBound(t *testing.T) {
 	}
 }
 
-// One item larger than the whole budget does not make a client slow; a
-// second one arriving while it still waits does, even while the writer has
-// the first in hand.
+// One item larger than the whole budget is not a backlog, nor is what the
+// writer is writing: a large frame in the writer's hands and another queued
+// behind it reach a client that reads. Items behind the queued large one
+// are a backlog.
 func TestQueueOneLargeItem(t *testing.T) {
 	q := NewQueue(Limits{MaxBytes: 100, MaxAge: time.Hour}, newClock())
-	if !q.PushFrames([]*pb.Frame{frame("e-1", 500)}, false) {
-		t.Fatal("one large frame cut the client")
+	if !q.PushFrames([]*pb.Frame{frame("e-1", 500), frame("e-2", 10)}, false) {
+		t.Fatal("one large frame in a batch cut the client")
 	}
-	items, _ := q.Take(nil)
-	if len(items) != 1 {
+	if items, _ := q.Take(nil); len(items) != 2 {
 		t.Fatalf("took %d", len(items))
 	}
-	// Not written yet: it still counts.
-	if q.PushFrames([]*pb.Frame{frame("e-2", 10)}, false) {
-		t.Fatal("a second frame behind an unwritten large one did not cut")
+	// The writer has them in hand; a second large one waits behind.
+	if !q.PushFrames([]*pb.Frame{frame("e-3", 500)}, false) || !q.PushFrames([]*pb.Frame{frame("e-4", 10)}, false) {
+		t.Fatal("a large frame behind one being written cut the client")
+	}
+	// A third is a backlog.
+	if q.PushFrames([]*pb.Frame{frame("e-5", 500)}, false) {
+		t.Fatal("two large frames waiting behind the writer did not cut")
 	}
 	if q.Ended() != EndSlowConsumer {
 		t.Fatalf("end %q", q.Ended())
 	}
-	// Written, the budget is free again.
-	q2 := NewQueue(Limits{MaxBytes: 100, MaxAge: time.Hour}, newClock())
-	q2.PushFrames([]*pb.Frame{frame("e-1", 500)}, false)
-	q2.Take(nil)
-	q2.Written()
-	if !q2.PushFrames([]*pb.Frame{frame("e-2", 10)}, false) || !q2.PushFrames([]*pb.Frame{frame("e-3", 10)}, false) {
-		t.Fatal("frames after a written large one cut the client")
+}
+
+// What a subscription begins with (a replay, the sticky state) is owed, not
+// a backlog: it counts in neither bound, however large. Live frames behind
+// it count in bytes, and begin to age once it is written.
+func TestQueueOwed(t *testing.T) {
+	clk := newClock()
+	q := NewQueue(Limits{MaxBytes: 1000, MaxAge: 10 * time.Second}, clk)
+	replay := make([]*pb.Frame, 40)
+	for i := range replay {
+		replay[i] = frame("e-1", 1000)
+	}
+	if !q.PushOwed(replay, false) {
+		t.Fatal("a replay of 40 KB cut a client with a 1000-byte bound")
+	}
+	if !q.PushFrames([]*pb.Frame{frame("e-2", 300), frame("e-3", 300)}, false) {
+		t.Fatal("live frames behind the replay cut the client under the bound")
+	}
+	// The replay is written slowly, as the client reads it: it does not age.
+	q.Take(nil)
+	clk.Advance(time.Minute)
+	if !q.PushFrames([]*pb.Frame{frame("e-4", 300)}, false) {
+		t.Fatal("the time the replay took counted as the live frames' age")
+	}
+	// Once it is written, what waits behind it ages from then.
+	q.Written()
+	clk.Advance(9 * time.Second)
+	if !q.PushFrames([]*pb.Frame{frame("e-5", 10)}, false) {
+		t.Fatal("cut inside the age bound")
+	}
+	clk.Advance(2 * time.Second)
+	if q.PushFrames([]*pb.Frame{frame("e-6", 10)}, false) {
+		t.Fatal("live frames waiting 11 s after the replay was written did not cut")
+	}
+
+	// Live frames behind the replay count in bytes.
+	q = NewQueue(Limits{MaxBytes: 1000, MaxAge: time.Hour}, newClock())
+	q.PushOwed(replay, false)
+	for i := range 4 {
+		if !q.PushFrames([]*pb.Frame{frame("e-2", 300)}, false) {
+			t.Fatalf("live frame %d cut the client under the bound", i)
+		}
+	}
+	if q.PushFrames([]*pb.Frame{frame("e-3", 300)}, false) {
+		t.Fatal("a live backlog past the bound behind a replay did not cut")
+	}
+
+	// A final owed batch (a session that ended) ends the stream after it.
+	q = NewQueue(Limits{MaxBytes: 100, MaxAge: time.Hour}, newClock())
+	if !q.PushOwed(replay, true) {
+		t.Fatal("a final replay was refused")
+	}
+	if items, end := q.Take(nil); len(items) != len(replay) || end != EndFinal {
+		t.Fatalf("took %d, end %q", len(items), end)
 	}
 }
 
@@ -135,7 +192,8 @@ func TestQueueRepliesCount(t *testing.T) {
 	for q.PushRaw(nil) {
 		n++
 	}
-	if n != 1000/itemOverhead {
+	// The largest one aside.
+	if n != 1000/itemOverhead+1 {
 		t.Errorf("%d empty items fit in 1000 bytes", n)
 	}
 }

@@ -14,10 +14,11 @@ import (
 // Sink is what a subscriber actor hands the session's frames to. Its
 // methods run on the actor's goroutine, one at a time.
 type Sink interface {
-	// Frames takes one batch of the session's frames; final marks the
-	// session's last (it ended the stream). It reports false when the
-	// client cannot keep up: the actor then stops.
-	Frames(ctx actor.Context, frames []*pb.Frame, final bool) bool
+	// Frames takes one batch of the session's frames: b.Final marks the
+	// session's last (it ended the stream), b.Owed the subscription's
+	// first (its replay or sticky state). It reports false when the client
+	// cannot keep up: the actor then stops.
+	Frames(ctx actor.Context, b *pb.Frames) bool
 	// Gone tells that the session actor stopped without ending the
 	// stream. Every frame it sent before has reached Frames.
 	Gone(ctx actor.Context)
@@ -43,9 +44,13 @@ type TerminationListener interface {
 // browser's SSE and WebSocket): it queues them.
 type QueueSink struct{ Q *Queue }
 
-// Frames implements Sink.
-func (s QueueSink) Frames(_ actor.Context, frames []*pb.Frame, final bool) bool {
-	return s.Q.PushFrames(frames, final)
+// Frames implements Sink: what the subscription is owed is paced by the
+// client (Queue.PushOwed), the rest counts toward the queue's bounds.
+func (s QueueSink) Frames(_ actor.Context, b *pb.Frames) bool {
+	if b.GetOwed() {
+		return s.Q.PushOwed(b.GetFrames(), b.GetFinal())
+	}
+	return s.Q.PushFrames(b.GetFrames(), b.GetFinal())
 }
 
 // Gone implements Sink: the stream ends after what is queued.
@@ -115,7 +120,7 @@ func (s *subscriber) frames(ctx actor.Context, m *pb.Frames) {
 		s.session = ctx.Sender()
 		ctx.Watch(s.session)
 	}
-	if !s.sink.Frames(ctx, m.GetFrames(), m.GetFinal()) {
+	if !s.sink.Frames(ctx, m) {
 		ctx.Stop(ctx.Self())
 	}
 }

@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,8 +42,8 @@ const (
 type Writer struct {
 	// KeepAlive is the interval of the transport's keep-alive (15 s).
 	KeepAlive time.Duration
-	// SlowAfter is how long a write may stay blocked before the client is a
-	// slow consumer (the queue's MaxAge).
+	// SlowAfter is how long the client may take no item while the writer
+	// has some for it before it is a slow consumer (the queue's MaxAge).
 	SlowAfter time.Duration
 	// EndGrace is how long a write found slow may still finish, so that the
 	// client reading again gets its end frame behind it; past it the write
@@ -76,10 +77,10 @@ type Writer struct {
 // away, or, when its cause is identity.ErrRevoked, the credential revoked.
 //
 // A slow consumer always gets its end: whether the queue cut it (too many
-// bytes or too old) or a write stayed blocked for SlowAfter, OnSlow
-// is called and the transport's End(EndSlowConsumer) is written as soon as
-// the client reads again, within EndGrace (past it the write fails and the
-// connection is dropped: nobody reads it).
+// bytes or too old) or the client took no item for SlowAfter, OnSlow is
+// called and the transport's End(EndSlowConsumer) is written behind the
+// blocked item as soon as the client reads again, within EndGrace (past it
+// the write fails and the connection is dropped: nobody reads it).
 func (w *Writer) Run(ctx context.Context, q *Queue, t Transport) Reason {
 	clk := w.Clock
 	if clk == nil {
@@ -122,12 +123,12 @@ func (w *Writer) Run(ctx context.Context, q *Queue, t Transport) Reason {
 				return end
 			}
 		case <-keep.c:
+			keep.rearm()
 			r.arm()
 			err := t.KeepAlive()
 			if slow := r.disarm(); err != nil || slow {
 				return r.failed(slow)
 			}
-			keep.rearm()
 		case <-shutdown:
 			shutdown = nil
 			g := w.ShutdownGrace
@@ -189,10 +190,19 @@ type run struct {
 	buf       []Item
 	slowAfter time.Duration
 	endGrace  time.Duration
-	watchdog  clock.Timer
-	blocked   atomic.Bool // the watchdog fired: a write has been blocked for slowAfter
-	reported  atomic.Bool // OnSlow was called
+	extended  time.Time    // when the write deadline last moved (the writer's clock)
+	moved     atomic.Int64 // when the last item went out (UnixNano, the writer's clock)
+	blocked   atomic.Bool  // the watchdog found no item written for slowAfter
+	reported  atomic.Bool  // OnSlow was called
+
+	wmu      sync.Mutex // the watchdog's timer, which rearms itself
+	watchdog clock.Timer
+	armed    bool
 }
+
+// errSlow stops a batch once the client was found slow: the end frame goes
+// behind the item that was blocked, not the rest of the batch.
+var errSlow = errors.New("the client stopped reading")
 
 // drain writes everything queued; done reports that the stream ended.
 func (r *run) drain() (Reason, bool) {
@@ -223,21 +233,60 @@ func (r *run) writeAll(items []Item) error {
 		if err := r.t.Write(it); err != nil {
 			return err
 		}
+		if r.blocked.Load() {
+			return errSlow
+		}
+		r.wrote()
 	}
 	return r.t.Flush()
 }
 
-// arm starts the slow-write watchdog and bounds the write: a write blocked
-// for slowAfter makes the client slow; one blocked endGrace longer fails
-// (the socket's deadline is wall time, whatever the writer's clock).
+// arm starts the slow-write watchdog and bounds the write: a client that
+// takes no item for slowAfter is slow; a write blocked endGrace longer fails
+// (the socket's deadline is wall time, whatever the writer's clock). A client
+// that keeps taking items is never slow, however long the batch: the
+// watchdog measures from the last item written, and the deadline moves on.
 func (r *run) arm() {
 	r.blocked.Store(false)
-	r.watchdog = r.clock.AfterFunc(r.slowAfter, r.stalled)
+	now := r.clock.Now()
+	r.moved.Store(now.UnixNano())
+	r.extended = now
+	r.wmu.Lock()
+	r.armed = true
+	r.watchdog = r.clock.AfterFunc(r.slowAfter, r.check)
+	r.wmu.Unlock()
 	_ = r.t.SetWriteDeadline(time.Now().Add(r.slowAfter + r.endGrace))
 }
 
-// stalled runs on the watchdog's goroutine when a write has been blocked for
-// slowAfter: the client is slow now, whether or not it reads again later.
+// wrote records that an item went out.
+func (r *run) wrote() {
+	now := r.clock.Now()
+	r.moved.Store(now.UnixNano())
+	if now.Sub(r.extended) >= r.slowAfter/2 {
+		r.extended = now
+		_ = r.t.SetWriteDeadline(time.Now().Add(r.slowAfter + r.endGrace))
+	}
+}
+
+// check runs on the watchdog's goroutine: unless an item went out within
+// slowAfter (then it looks again when that one is slowAfter old), a write
+// has been blocked for slowAfter.
+func (r *run) check() {
+	r.wmu.Lock()
+	if !r.armed {
+		r.wmu.Unlock()
+		return
+	}
+	if idle := r.clock.Now().Sub(time.Unix(0, r.moved.Load())); idle < r.slowAfter {
+		r.watchdog = r.clock.AfterFunc(r.slowAfter-idle, r.check)
+		r.wmu.Unlock()
+		return
+	}
+	r.wmu.Unlock()
+	r.stalled()
+}
+
+// stalled: the client is slow now, whether or not it reads again later.
 func (r *run) stalled() {
 	r.blocked.Store(true)
 	if !r.w.KeepQueueWhenSlow {
@@ -252,16 +301,22 @@ func (r *run) reportSlow() {
 	}
 }
 
-// disarm stops the watchdog and reports whether it fired.
+// disarm stops the watchdog and reports whether it found the client slow.
 func (r *run) disarm() bool {
+	r.wmu.Lock()
+	r.armed = false
 	r.watchdog.Stop()
+	r.wmu.Unlock()
 	return r.blocked.Load()
 }
 
 func (r *run) stop() {
+	r.wmu.Lock()
+	r.armed = false
 	if r.watchdog != nil {
 		r.watchdog.Stop()
 	}
+	r.wmu.Unlock()
 }
 
 // failed ends a stream whose write failed, or finished only after the

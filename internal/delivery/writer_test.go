@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/surfaced/surfaced/identity"
+	"github.com/surfaced/surfaced/internal/testkit"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -155,10 +157,16 @@ func TestWriterWritesInOrderThenFinal(t *testing.T) {
 func TestWriterSlowConsumerCutByTheQueue(t *testing.T) {
 	q := NewQueue(Limits{MaxBytes: 100, MaxAge: time.Hour}, nil)
 	ft := newFakeTransport()
+	release := make(chan struct{})
+	ft.setBlock(release)
 	var slow atomic.Int32
 	done := runWriter(context.Background(), &Writer{OnSlow: func() { slow.Add(1) }}, q, ft)
 	q.PushFrames([]*pb.Frame{frame("e-1", 200)}, false)
+	<-ft.blocked
 	q.PushFrames([]*pb.Frame{frame("e-2", 200)}, false)
+	q.PushFrames([]*pb.Frame{frame("e-3", 200)}, false)
+	ft.setBlock(nil)
+	close(release)
 	if r := result(t, done); r != EndSlowConsumer {
 		t.Fatalf("ended %q", r)
 	}
@@ -167,6 +175,58 @@ func TestWriterSlowConsumerCutByTheQueue(t *testing.T) {
 	}
 	if slow.Load() != 1 {
 		t.Errorf("OnSlow called %d times", slow.Load())
+	}
+}
+
+// A client that keeps reading is not slow, however long a batch takes: the
+// watchdog measures from the last item written. One that stops, in the
+// middle of a batch, is, and gets its end frame behind the blocked item,
+// not the rest of the batch.
+func TestWriterSlowOnlyWhenNothingMoves(t *testing.T) {
+	q := NewQueue(Limits{MaxBytes: 1 << 20, MaxAge: 10 * time.Second}, nil)
+	ft := newFakeTransport()
+	clk := newClock()
+	var slow atomic.Int32
+	found := make(chan struct{})
+	w := &Writer{Clock: clk, KeepAlive: time.Hour, EndGrace: time.Minute, OnSlow: func() { slow.Add(1); close(found) }}
+	release := make(chan struct{})
+	ft.setBlock(release)
+	done := runWriter(context.Background(), w, q, ft)
+	frames := make([]*pb.Frame, 10)
+	for i := range frames {
+		frames[i] = frame(fmt.Sprintf("e-%d", i+1), 10)
+	}
+	q.PushOwed(frames, false)
+	// Each item takes 6 s: a minute for the batch, never 10 s without one.
+	// The keep-alive and the watchdog are armed before time moves.
+	armed := func() {
+		if !clk.WaitPending(2, 10*time.Second) {
+			t.Fatal("the watchdog is not armed")
+		}
+	}
+	for i := range 5 {
+		<-ft.blocked
+		armed()
+		clk.Advance(6 * time.Second)
+		release <- struct{}{}
+		ft.waitEvent(t, "write")
+		if slow.Load() != 0 {
+			t.Fatalf("found slow after item %d", i+1)
+		}
+	}
+	// Now the client stops.
+	<-ft.blocked
+	armed()
+	clk.Advance(10 * time.Second)
+	<-found
+	ft.setBlock(nil)
+	close(release)
+	if r := result(t, done); r != EndSlowConsumer {
+		t.Fatalf("ended %q", r)
+	}
+	written, ends := ft.state()
+	if len(written) != 6 || len(ends) != 1 || ends[0] != EndSlowConsumer {
+		t.Errorf("written %v, ends %v", written, ends)
 	}
 }
 
@@ -279,6 +339,8 @@ func TestWriterShutdownGrace(t *testing.T) {
 	// Within the grace the session's own end would still go first.
 	q.PushFrames([]*pb.Frame{frame("e-1", 1)}, false)
 	ft.waitEvent(t, "write")
+	// Written: the write's watchdog is stopped.
+	testkit.Eventually(t, 10*time.Second, func() bool { n, _, _ := q.Waiting(); return n == 0 }, "the frame written")
 	if !clk.WaitPending(2, 10*time.Second) { // the keep-alive and the grace
 		t.Fatal("no grace armed")
 	}

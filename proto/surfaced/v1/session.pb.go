@@ -323,7 +323,11 @@ type Frames struct {
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	Frames    []*Frame               `protobuf:"bytes,2,rep,name=frames,proto3" json:"frames,omitempty"`
 	// The batch ends the subscription (an end frame is last); the gateway closes.
-	Final         bool `protobuf:"varint,3,opt,name=final,proto3" json:"final,omitempty"`
+	Final bool `protobuf:"varint,3,opt,name=final,proto3" json:"final,omitempty"`
+	// The frames a subscription begins with (the replay of a resume, the sticky
+	// state, a running turn from its start): the client is owed them, not behind
+	// on them, so they are written as it reads and count in no queue bound.
+	Owed          bool `protobuf:"varint,4,opt,name=owed,proto3" json:"owed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -375,6 +379,13 @@ func (x *Frames) GetFrames() []*Frame {
 func (x *Frames) GetFinal() bool {
 	if x != nil {
 		return x.Final
+	}
+	return false
+}
+
+func (x *Frames) GetOwed() bool {
+	if x != nil {
+		return x.Owed
 	}
 	return false
 }
@@ -5320,12 +5331,13 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x0e\n" +
 	"\x02id\x18\x03 \x01(\tR\x02id\x12(\n" +
 	"\x05event\x18\x05 \x01(\v2\x12.surfaced.v1.EventR\x05event\x12\x12\n" +
-	"\x04size\x18\x06 \x01(\rR\x04sizeJ\x04\b\x01\x10\x02J\x04\b\x04\x10\x05R\x04kindR\x04data\"i\n" +
+	"\x04size\x18\x06 \x01(\rR\x04sizeJ\x04\b\x01\x10\x02J\x04\b\x04\x10\x05R\x04kindR\x04data\"}\n" +
 	"\x06Frames\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
 	"\x06frames\x18\x02 \x03(\v2\x12.surfaced.v1.FrameR\x06frames\x12\x14\n" +
-	"\x05final\x18\x03 \x01(\bR\x05final\"\xba\x03\n" +
+	"\x05final\x18\x03 \x01(\bR\x05final\x12\x12\n" +
+	"\x04owed\x18\x04 \x01(\bR\x04owed\"\xba\x03\n" +
 	"\x05Event\x12/\n" +
 	"\x05state\x18\x01 \x01(\v2\x17.surfaced.v1.StateEventH\x00R\x05state\x122\n" +
 	"\x06status\x18\x02 \x01(\v2\x18.surfaced.v1.StatusEventH\x00R\x06status\x12,\n" +

@@ -150,7 +150,7 @@ func (h *Hub) Subscribe(m Messenger, sub Subscriber, lastEventID string) *pb.Sub
 		frames = append([]*pb.Frame{resync}, h.log.Sticky()...)
 	}
 	if len(frames) > 0 {
-		m.Request(sub.PID, &pb.Frames{SessionId: h.sessionID, Frames: frames})
+		m.Request(sub.PID, &pb.Frames{SessionId: h.sessionID, Frames: frames, Owed: true})
 	}
 	s := sub
 	h.subs[sub.PID.String()] = &s
