@@ -12,6 +12,7 @@ import (
 	"github.com/surfaced/surfaced"
 	"github.com/surfaced/surfaced/actors/session"
 	"github.com/surfaced/surfaced/codes"
+	"github.com/surfaced/surfaced/internal/plainjson"
 	"github.com/surfaced/surfaced/store"
 )
 
@@ -216,7 +217,7 @@ func encodeRequest(id json.RawMessage, method string, params any) []byte {
 }
 
 func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
+	b, err := plainjson.Marshal(v)
 	if err != nil {
 		// Only values built by this package reach here; a failure is a bug.
 		panic("acpgw: message not marshalable: " + err.Error())

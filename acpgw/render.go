@@ -6,6 +6,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 
+	"github.com/surfaced/surfaced/internal/plainjson"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -63,8 +64,8 @@ func (a *attachment) chat(c *pb.ChatEvent) {
 // turn's updates are these, and this gives what encoding the SDK's types
 // gives (render_test.go checks), at a fraction of the cost.
 func textChunk(sessionID, kind, text string) []byte {
-	sid, _ := json.Marshal(sessionID)
-	txt, _ := json.Marshal(text)
+	sid, _ := plainjson.Marshal(sessionID)
+	txt, _ := plainjson.Marshal(text)
 	b := make([]byte, 0, 128+len(sid)+len(txt))
 	b = append(b, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":`...)
 	b = append(b, sid...)

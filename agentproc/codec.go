@@ -9,6 +9,8 @@ import (
 	"io"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // Framing of the agent protocol (docs/agent-protocol.md, "Framing"): one JSON object per line, split
@@ -819,12 +821,9 @@ func AppendRecord(dst []byte, v any) ([]byte, error) {
 // sake of HTML pages, which a pipe does not need: a prompt of '<' would grow sixfold on its way to
 // the agent. (U+2028 and U+2029 are still escaped, as encoding/json always does.)
 func Marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	b, err := plainjson.Marshal(v)
+	if err != nil {
 		return nil, fmt.Errorf("agentproc: encode record: %w", err)
 	}
-	b := buf.Bytes()
-	return b[:len(b)-1], nil // Encode ends the value with '\n'
+	return b, nil
 }

@@ -1,6 +1,10 @@
 package agentproc
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/surfaced/surfaced/internal/plainjson"
+)
 
 // Types of pi's RPC mode (pi --mode rpc; pi's docs/rpc.md), the base protocol.
 
@@ -187,9 +191,9 @@ func HasContentIndex(typ string) bool {
 func (e AssistantMessageEvent) MarshalJSON() ([]byte, error) {
 	type plain AssistantMessageEvent
 	if !HasContentIndex(e.Type) {
-		return json.Marshal(plain(e))
+		return plainjson.Marshal(plain(e))
 	}
-	return json.Marshal(struct {
+	return plainjson.Marshal(struct {
 		plain
 		ContentIndex int `json:"contentIndex"`
 	}{plain(e), e.ContentIndex})

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // An agent's process tree ends with the agent. Its process group is not
@@ -583,7 +585,7 @@ func procStart(pid int) (uint64, error) {
 }
 
 func writeJSON(path string, v any) error {
-	b, err := json.Marshal(v)
+	b, err := plainjson.Marshal(v)
 	if err != nil {
 		return err
 	}

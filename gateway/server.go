@@ -171,6 +171,7 @@ func New(o Options) *Server {
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
+	e.JSONSerializer = jsonSerializer{}
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{}))
 	if tracing.On() {

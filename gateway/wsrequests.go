@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/surfaced/surfaced/codes"
+	"github.com/surfaced/surfaced/internal/plainjson"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -48,7 +49,7 @@ func wsReply(id *string, ok bool, fields map[string]any, err error) []byte {
 		data["error"] = ae
 		data["status"] = ae.Status
 	}
-	b, _ := json.Marshal(map[string]any{"event": "reply", "data": data})
+	b, _ := plainjson.Marshal(map[string]any{"event": "reply", "data": data})
 	return b
 }
 

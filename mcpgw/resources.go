@@ -14,6 +14,7 @@ import (
 
 	"github.com/surfaced/surfaced/artifact"
 	"github.com/surfaced/surfaced/codes"
+	"github.com/surfaced/surfaced/internal/plainjson"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -184,7 +185,7 @@ func (s *Server) transcript(ctx context.Context, sessionID string) ([]byte, *too
 			Args: rawJSON(e.GetToolArgs()), Result: rawJSON(e.GetToolResult()), IsError: e.GetIsError(), Via: e.GetVia(),
 			TurnID: e.GetTurnId(), PromptID: e.GetPromptId()})
 	}
-	b, err := json.Marshal(map[string]any{"messages": out})
+	b, err := plainjson.Marshal(map[string]any{"messages": out})
 	if err != nil {
 		return nil, fail(codes.Internal, "the transcript does not encode: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/surfaced/surfaced/actors/session"
 	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/identity"
+	"github.com/surfaced/surfaced/internal/plainjson"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -43,7 +44,7 @@ func noSession(id string) *toolError {
 
 // result is a tool's answer: v as structuredContent and as JSON text.
 func result(v any) *mcp.CallToolResult {
-	b, err := json.Marshal(v)
+	b, err := plainjson.Marshal(v)
 	if err != nil {
 		return errorResult(fail(codes.Internal, "the answer does not encode: %v", err))
 	}
@@ -54,7 +55,7 @@ func result(v any) *mcp.CallToolResult {
 // error: the model reads it and can act on it.
 func errorResult(e *toolError) *mcp.CallToolResult {
 	body := map[string]any{"ok": false, "error": e}
-	b, _ := json.Marshal(body)
+	b, _ := plainjson.Marshal(body)
 	return &mcp.CallToolResult{IsError: true,
 		Content:           []mcp.Content{&mcp.TextContent{Text: e.Code + ": " + e.Message}},
 		StructuredContent: json.RawMessage(b)}
@@ -337,7 +338,7 @@ func inputSchema[In any]() json.RawMessage {
 	if err != nil {
 		panic(fmt.Sprintf("mcpgw: the input schema of %T: %v", *new(In), err))
 	}
-	raw, err := json.Marshal(sch)
+	raw, err := plainjson.Marshal(sch)
 	if err != nil {
 		panic(fmt.Sprintf("mcpgw: the input schema of %T: %v", *new(In), err))
 	}

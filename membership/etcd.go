@@ -18,6 +18,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/cluster"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // EtcdConfig configures the etcd provider.
@@ -118,7 +120,7 @@ func (p *Etcd) start(c *cluster.Cluster, register bool) error {
 		return fmt.Errorf("etcd: member address: %w", err)
 	}
 	port, _ := strconv.Atoi(portText)
-	b, _ := json.Marshal(member{ID: c.ActorSystem.ID, Host: host, Port: int32(port), Kinds: c.GetClusterKinds()})
+	b, _ := plainjson.Marshal(member{ID: c.ActorSystem.ID, Host: host, Port: int32(port), Kinds: c.GetClusterKinds()})
 	p.key, p.value = p.prefix()+c.ActorSystem.ID, string(b)
 
 	if register {

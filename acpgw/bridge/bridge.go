@@ -31,6 +31,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // Exit codes of Run.
@@ -364,7 +366,7 @@ func (r *relay) write(msg []byte) bool {
 }
 
 func (r *relay) answerError(id json.RawMessage, code int, msg string) bool {
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
+	b, _ := plainjson.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
 	return r.write(b)
 }
 
@@ -545,9 +547,9 @@ func (r *relay) lost(err error) bool {
 		delete(r.inflight, k)
 		var b []byte
 		if q.method == "session/prompt" {
-			b, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": q.id, "result": map[string]any{"stopReason": "cancelled"}})
+			b, _ = plainjson.Marshal(map[string]any{"jsonrpc": "2.0", "id": q.id, "result": map[string]any{"stopReason": "cancelled"}})
 		} else {
-			b, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": q.id, "error": map[string]any{"code": -32000,
+			b, _ = plainjson.Marshal(map[string]any{"jsonrpc": "2.0", "id": q.id, "error": map[string]any{"code": -32000,
 				"message": fmt.Sprintf("Lost the connection to the surfaced daemon while %q was in flight; the request was not answered.", q.method)}})
 		}
 		if !r.write(b) {
@@ -566,7 +568,7 @@ func (r *relay) handshake(done chan<- handshake, sessions map[string]string, ini
 	defer cancel()
 	h := handshake{forgotten: map[string]string{}}
 	t := newTransport(r.url, r.header, r.o.Client)
-	initMsg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": initID, "method": "initialize", "params": r.initMsg})
+	initMsg, _ := plainjson.Marshal(map[string]any{"jsonrpc": "2.0", "id": initID, "method": "initialize", "params": r.initMsg})
 	if _, _, err := t.initialize(ctx, initMsg); err != nil {
 		t.close(false)
 		h.err = err
@@ -580,10 +582,10 @@ func (r *relay) handshake(done chan<- handshake, sessions map[string]string, ini
 		if cwd == "" {
 			cwd = "/"
 		}
-		msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "session/resume",
+		msg, _ := plainjson.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "session/resume",
 			"params": map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}}})
 		t.send(postJob{msg: msg, sessionID: sid})
-		want, _ := json.Marshal(id)
+		want, _ := plainjson.Marshal(id)
 		answered := false
 		for !answered {
 			select {

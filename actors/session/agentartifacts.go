@@ -6,6 +6,7 @@ import (
 
 	proc "github.com/surfaced/surfaced/agentproc"
 	"github.com/surfaced/surfaced/codes"
+	"github.com/surfaced/surfaced/internal/plainjson"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -36,7 +37,7 @@ func (s *sessionActor) scratch(cwd string) string {
 func (s *sessionActor) artifactLine(typ string, line []byte) {
 	agent, root := s.agent.pid, s.root
 	reply := func(v any) {
-		b, err := json.Marshal(v)
+		b, err := plainjson.Marshal(v)
 		if err != nil {
 			s.log.Error("artifact answer not marshalable", "err", err)
 			return

@@ -13,6 +13,7 @@ import (
 	proc "github.com/surfaced/surfaced/agentproc"
 	"github.com/surfaced/surfaced/artifact"
 	"github.com/surfaced/surfaced/codes"
+	"github.com/surfaced/surfaced/internal/plainjson"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -155,7 +156,7 @@ func baseType(mt string) string {
 }
 
 func mustMarshal(v any) []byte {
-	b, err := json.Marshal(v)
+	b, err := plainjson.Marshal(v)
 	if err != nil { // plain structs: cannot happen
 		panic(err)
 	}

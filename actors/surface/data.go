@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // MaxPage bounds the JSON of a data page; a larger page belongs in an
@@ -135,7 +136,7 @@ func nativePage(p Page, err error) PageResult {
 	}
 	var data json.RawMessage
 	if p.Data != nil {
-		b, err := json.Marshal(p.Data)
+		b, err := plainjson.Marshal(p.Data)
 		if err != nil {
 			return PageResult{Err: &Error{Code: agentproc.CodeDispatchFailed, Message: "the page is not JSON: " + err.Error()}}
 		}

@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	"github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // Error is a command failure with a stable code. A handler that returns an
@@ -62,7 +63,7 @@ func Succeed(v any) Result {
 	if raw, ok := v.(json.RawMessage); ok {
 		return Result{OK: true, Data: raw}
 	}
-	b, err := json.Marshal(v)
+	b, err := plainjson.Marshal(v)
 	if err != nil {
 		return Fail(agentproc.CodeDispatchFailed, "the command's result is not JSON: "+err.Error())
 	}
@@ -165,7 +166,7 @@ func (d *typedDomain[S]) Commands() []string { return append([]string(nil), d.na
 
 func (d *typedDomain[S]) New(stored json.RawMessage) (Instance, error) {
 	if stored == nil {
-		b, err := json.Marshal(d.initial)
+		b, err := plainjson.Marshal(d.initial)
 		if err != nil {
 			return nil, fmt.Errorf("surface %s: initial state is not JSON: %w", d.name, err)
 		}
@@ -184,7 +185,7 @@ type typedInstance[S any] struct {
 }
 
 func (in *typedInstance[S]) Snapshot() (json.RawMessage, error) {
-	b, err := json.Marshal(in.state)
+	b, err := plainjson.Marshal(in.state)
 	if err != nil {
 		return nil, fmt.Errorf("surface %s: state is not JSON: %w", in.d.name, err)
 	}

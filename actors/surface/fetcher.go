@@ -15,6 +15,7 @@ import (
 	"github.com/surfaced/surfaced/actors/dispatch"
 	"github.com/surfaced/surfaced/agentproc"
 	"github.com/surfaced/surfaced/internal/clock"
+	"github.com/surfaced/surfaced/internal/plainjson"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -171,7 +172,7 @@ func (f *fetcher) fetch(ctx actor.Context, m *pb.SurfaceFetch) {
 			ctx.Respond(&pb.SurfaceFetchResult{Error: pb.Err(agentproc.CodeAgentUnavailable, "the agent that hosts this surface is not running")})
 			return
 		}
-		line, err := json.Marshal(agentproc.SurfaceFetch{Type: agentproc.TypeSurfaceFetch, ID: id, Domain: f.cfg.Domain,
+		line, err := plainjson.Marshal(agentproc.SurfaceFetch{Type: agentproc.TypeSurfaceFetch, ID: id, Domain: f.cfg.Domain,
 			Path: m.GetPath(), Query: m.GetQuery(), Rev: f.rev})
 		if err != nil {
 			ctx.Respond(&pb.SurfaceFetchResult{Error: pb.Err(agentproc.CodeInvalidArgs, "the request cannot be written: "+err.Error())})

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // DefaultMaxSteps bounds the model calls of one prompt (model → tools → model …).
@@ -449,7 +450,7 @@ func (a *Agent) serveDispatch(d *agentproc.SurfaceDispatch, traceparent string) 
 	} else {
 		res = failure(agentproc.CodeSurfaceNotRegistered, fmt.Sprintf("this agent hosts no surface %q", d.Domain))
 	}
-	resBytes, err := json.Marshal(res)
+	resBytes, err := plainjson.Marshal(res)
 	if err != nil { // cannot happen: Result holds only encodable fields
 		a.log.Error("encode dispatch result", "err", err)
 		return
@@ -474,7 +475,7 @@ func (a *Agent) send(v any) error {
 func (a *Agent) respond(id, command string, data any) {
 	r := agentproc.Response{ID: id, Type: agentproc.TypeResponse, Command: command, Success: true}
 	if data != nil {
-		b, err := json.Marshal(data)
+		b, err := plainjson.Marshal(data)
 		if err != nil {
 			a.fail(id, command, "encode response: "+err.Error())
 			return

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // ErrStopped is returned by calls waiting for the daemon when the agent stops.
@@ -69,7 +70,7 @@ func marshalArgs(args any) (json.RawMessage, error) {
 	case json.RawMessage:
 		return v, nil
 	}
-	b, err := json.Marshal(args)
+	b, err := plainjson.Marshal(args)
 	if err != nil {
 		return nil, fmt.Errorf("agentkit: encode args: %w", err)
 	}

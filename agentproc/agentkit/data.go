@@ -2,13 +2,13 @@ package agentkit
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"runtime/debug"
 	"time"
 
 	"github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // DataRequest is one data page a client asked of a domain the agent hosts:
@@ -84,7 +84,7 @@ func (a *Agent) serveFetch(f *agentproc.SurfaceFetch) {
 		}
 		res.OK, res.Artifact, res.ETag, res.MaxAge = true, page.Artifact, page.ETag, int64(page.MaxAge/time.Second)
 		if page.Data != nil {
-			b, err := json.Marshal(page.Data)
+			b, err := plainjson.Marshal(page.Data)
 			if err != nil {
 				res.OK, res.Artifact, res.ETag, res.MaxAge = false, "", "", 0
 				res.Error = &agentproc.ErrorBody{Code: agentproc.CodeDispatchFailed, Message: "the page does not encode: " + err.Error()}

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // Model is a streaming chat model. Stream yields deltas in order and ends after
@@ -242,6 +243,6 @@ func storedArguments(text string) json.RawMessage {
 	if json.Valid([]byte(text)) {
 		return json.RawMessage(text)
 	}
-	b, _ := json.Marshal(text)
+	b, _ := plainjson.Marshal(text)
 	return b
 }

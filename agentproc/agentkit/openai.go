@@ -11,6 +11,8 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // OpenAIModel is a client of an OpenAI-compatible chat-completions endpoint
@@ -171,7 +173,7 @@ func oaTools(specs []ToolSpec) []oaTool {
 }
 
 func (m *OpenAIModel) stream(ctx context.Context, req Request, emit func(Delta) bool) error {
-	body, err := json.Marshal(oaRequest{Model: m.Model, Messages: oaMessages(req), Tools: oaTools(req.Tools), Stream: true})
+	body, err := plainjson.Marshal(oaRequest{Model: m.Model, Messages: oaMessages(req), Tools: oaTools(req.Tools), Stream: true})
 	if err != nil {
 		return fmt.Errorf("encode request: %w", err)
 	}

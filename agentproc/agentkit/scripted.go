@@ -2,7 +2,6 @@ package agentkit
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -13,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // ScriptedPrefix starts every reply of the ScriptedModel, so nobody mistakes
@@ -112,7 +112,7 @@ func (s *script) finish(r StopReason) { s.emit(Delta{Kind: DeltaFinish, Reason: 
 // callTool streams one tool call, its arguments split in two deltas the way
 // real models split them.
 func (s *script) callTool(id, name string, args any) {
-	b, _ := json.Marshal(args)
+	b, _ := plainjson.Marshal(args)
 	text := string(b)
 	cut := len(text) / 2
 	for cut > 0 && !utf8.RuneStart(text[cut]) {

@@ -14,6 +14,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // Error is a command failure with a stable code. A surface command that
@@ -110,7 +111,7 @@ func Typed[S, A any](f func(ctx *SurfaceCtx[S], args A) (any, error)) Command[S]
 	if err != nil || sch.Type != "object" {
 		return Func[S](run)
 	}
-	raw, err := json.Marshal(sch)
+	raw, err := plainjson.Marshal(sch)
 	if err != nil {
 		return Func[S](run)
 	}
@@ -138,7 +139,7 @@ func Describe[S any](cmd Command[S], description string) Command[S] {
 		}
 	}
 	sch["description"] = description
-	raw, err := json.Marshal(sch)
+	raw, err := plainjson.Marshal(sch)
 	if err != nil {
 		panic(fmt.Sprintf("agentkit: Describe: the args schema does not encode: %v", err))
 	}
@@ -209,7 +210,7 @@ func AddSurface[S any](a *Agent, s Surface[S]) {
 			panic(fmt.Sprintf("agentkit: surface %q: command %q is nil", s.Domain, name))
 		}
 	}
-	initial, err := json.Marshal(s.Initial)
+	initial, err := plainjson.Marshal(s.Initial)
 	if err != nil {
 		panic(fmt.Sprintf("agentkit: surface %q: initial state does not encode: %v", s.Domain, err))
 	}
@@ -262,7 +263,7 @@ func (h *surfaceHostOf[S]) dispatch(ctx context.Context, a *Agent, d *agentproc.
 	}
 	res = agentproc.Result{OK: true}
 	if data != nil {
-		b, err := json.Marshal(data)
+		b, err := plainjson.Marshal(data)
 		if err != nil {
 			return failure(agentproc.CodeDispatchFailed,
 				fmt.Sprintf("%s.%s: result does not encode: %v", h.s.Domain, d.Action, err)), nil
@@ -270,7 +271,7 @@ func (h *surfaceHostOf[S]) dispatch(ctx context.Context, a *Agent, d *agentproc.
 		res.Data = b
 	}
 	if sc.changed {
-		b, err := json.Marshal(sc.state)
+		b, err := plainjson.Marshal(sc.state)
 		if err != nil {
 			return failure(agentproc.CodeDispatchFailed,
 				fmt.Sprintf("%s.%s: new state does not encode: %v", h.s.Domain, d.Action, err)), nil

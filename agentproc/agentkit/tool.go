@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // Tool is a function the model may call.
@@ -61,7 +62,7 @@ func (tc *ToolCtx) Agent() *Agent { return tc.agent }
 // Update reports progress: a tool_execution_update whose partialResult is
 // text. Each update replaces the previous one; send the whole text so far.
 func (tc *ToolCtx) Update(text string) error {
-	pr, err := json.Marshal(textResult(text))
+	pr, err := plainjson.Marshal(textResult(text))
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // Text of the errors pi reports in the same situations.
@@ -334,7 +335,7 @@ func assistantMessage(blocks []agentproc.ContentBlock, stop StopReason, errMsg s
 
 // mustJSON encodes values that are encodable by construction.
 func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
+	b, err := plainjson.Marshal(v)
 	if err != nil {
 		panic(fmt.Sprintf("agentkit: encode %T: %v", v, err))
 	}

@@ -3,13 +3,13 @@ package agentkit
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sync"
 
 	"github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // DefaultMaxLineBytes is the default hard cap on one input line (the daemon's line cap, 16 MiB).
@@ -98,13 +98,12 @@ type lineWriter struct {
 
 // send encodes v as one '\n'-terminated line.
 func (lw *lineWriter) send(v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	// HTML escaping would only bloat text deltas; the daemon is not a browser.
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil { // Encode appends the '\n'
+	// Without HTML escaping, which would only bloat text deltas.
+	line, err := plainjson.Marshal(v)
+	if err != nil {
 		return fmt.Errorf("agentkit: encode %T: %w", v, err)
 	}
+	line = append(line, '\n')
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	if lw.closed {
@@ -113,7 +112,7 @@ func (lw *lineWriter) send(v any) error {
 	if lw.err != nil {
 		return lw.err
 	}
-	if _, err := lw.w.Write(buf.Bytes()); err != nil {
+	if _, err := lw.w.Write(line); err != nil {
 		lw.err = fmt.Errorf("agentkit: write to daemon: %w", err)
 		return lw.err
 	}

@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"context"
 	"embed"
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"log/slog"
@@ -27,6 +26,7 @@ import (
 	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/gateway/guard"
 	"github.com/surfaced/surfaced/identity"
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // Prefix is where the daemon mounts the Handler.
@@ -169,7 +169,7 @@ func parseQuery(v url.Values) (inspect.Query, *apiError) {
 }
 
 func quote(s string) string {
-	b, _ := json.Marshal(s)
+	b, _ := plainjson.Marshal(s)
 	return string(b)
 }
 
@@ -183,7 +183,7 @@ func (h *Handler) actors(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, ae.Code, ae.Message, ae.Fields...)
 		return
 	}
-	b, err := json.Marshal(h.report(q))
+	b, err := plainjson.Marshal(h.report(q))
 	if err != nil {
 		h.log.Error("debug: encode actors", "err", err)
 		writeError(w, http.StatusInternalServerError, codes.Internal, "internal error")
@@ -238,11 +238,13 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request) {
 		buf.WriteString("event: ")
 		buf.WriteString(event)
 		buf.WriteString("\ndata: ")
-		if err := json.NewEncoder(&buf).Encode(v); err != nil { // ends with "\n"; JSON has no raw newline
+		b, err := plainjson.Marshal(v) // JSON has no raw newline
+		if err != nil {
 			h.log.Error("debug: encode actors", "err", err)
 			return false
 		}
-		buf.WriteString("\n")
+		buf.Write(b)
+		buf.WriteString("\n\n")
 		_ = rc.SetWriteDeadline(time.Now().Add(h.o.WriteTimeout))
 		if _, err := w.Write(buf.Bytes()); err != nil {
 			return false
@@ -278,7 +280,7 @@ type apiError struct {
 
 // writeError writes the API's error shape {"error":{"code","message","fields?"}}.
 func writeError(w http.ResponseWriter, status int, code, msg string, fields ...string) {
-	b, _ := json.Marshal(map[string]apiError{"error": {Code: code, Message: msg, Fields: fields}})
+	b, _ := plainjson.Marshal(map[string]apiError{"error": {Code: code, Message: msg, Fields: fields}})
 	hd := w.Header()
 	hd.Set("Content-Type", "application/json")
 	hd.Set("Cache-Control", "no-store")

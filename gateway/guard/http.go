@@ -1,7 +1,6 @@
 package guard
 
 import (
-	"encoding/json"
 	"errors"
 	"html"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/identity"
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // Handler is the net/http form of Middleware: the same gates, in the same
@@ -200,7 +200,8 @@ func writeError(w http.ResponseWriter, r *http.Request, status int, code, msg st
 	}
 	var b errorBody
 	b.Error.Code, b.Error.Message = code, msg
-	_ = json.NewEncoder(w).Encode(b)
+	out, _ := plainjson.Marshal(b)
+	_, _ = w.Write(append(out, '\n'))
 }
 
 func writeHTMLError(w http.ResponseWriter, status int, msg string) {

@@ -20,7 +20,7 @@ import (
 // core is what the daemon is, whatever a client speaks.
 var core = []string{
 	".", "actors/...", "agentproc/...", "artifact", "codes", "config", "identity",
-	"internal/clock", "internal/delivery", "internal/lograte", "internal/tracing", "membership", "metrics",
+	"internal/clock", "internal/delivery", "internal/lograte", "internal/plainjson", "internal/tracing", "membership", "metrics",
 	"proto/...", "store/...",
 }
 
@@ -41,13 +41,13 @@ var actorsAndDelivery = struct{ from, allowed []string }{
 		// tracing: the actor middleware and the agent round trip are seams
 		// of the daemon's traces; the package imports only proto/... of
 		// the module.
-		"internal/lograte", "internal/tracing", "metrics", "proto/...", "store",
+		"internal/lograte", "internal/plainjson", "internal/tracing", "metrics", "proto/...", "store",
 	},
 }
 
 // leaves import nothing of the module: every transport and the core import
 // them.
-var leaves = []string{"codes", "identity"}
+var leaves = []string{"codes", "identity", "internal/plainjson"}
 
 func match(pattern, pkg string) bool {
 	if base, ok := strings.CutSuffix(pattern, "/..."); ok {

@@ -35,6 +35,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // Exit codes of Run.
@@ -553,7 +555,7 @@ func (r *relay) reconnect(epoch int) bool {
 		r.getCancel = nil
 	}
 	r.mu.Unlock()
-	init, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": r.nextOwnID("init"), "method": "initialize", "params": params})
+	init, _ := plainjson.Marshal(map[string]any{"jsonrpc": "2.0", "id": r.nextOwnID("init"), "method": "initialize", "params": params})
 	sid, err := r.quiet(init, "")
 	if err != nil || sid == "" {
 		return false
@@ -566,7 +568,7 @@ func (r *relay) reconnect(epoch int) bool {
 	if ready {
 		_, _ = r.quiet([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), sid)
 		for _, uri := range subs {
-			sub, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": r.nextOwnID("sub"), "method": "resources/subscribe", "params": map[string]string{"uri": uri}})
+			sub, _ := plainjson.Marshal(map[string]any{"jsonrpc": "2.0", "id": r.nextOwnID("sub"), "method": "resources/subscribe", "params": map[string]string{"uri": uri}})
 			if _, err := r.quiet(sub, sid); err != nil {
 				r.logf("subscribing again to %s failed: %v", uri, err)
 			}
@@ -678,7 +680,7 @@ func (r *relay) get(ctx context.Context, sid string) (int, error) {
 
 // answerError answers a client request with -32000.
 func (r *relay) answerError(id json.RawMessage, msg string) {
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": -32000, "message": msg}})
+	b, _ := plainjson.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": -32000, "message": msg}})
 	r.write(b)
 }
 

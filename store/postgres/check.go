@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/surfaced/surfaced/internal/plainjson"
 	"github.com/surfaced/surfaced/store"
 )
 
@@ -49,7 +50,7 @@ func idsOrNil(ids []string) []byte {
 	if len(ids) == 0 {
 		return nil
 	}
-	b, _ := json.Marshal(ids) // strings always marshal
+	b, _ := plainjson.Marshal(ids) // strings always marshal
 	return b
 }
 

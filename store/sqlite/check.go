@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/surfaced/surfaced/internal/plainjson"
 	"github.com/surfaced/surfaced/store"
 )
 
@@ -55,7 +56,7 @@ func idsOrNil(ids []string) any {
 	if len(ids) == 0 {
 		return nil
 	}
-	b, _ := json.Marshal(ids) // strings always marshal
+	b, _ := plainjson.Marshal(ids) // strings always marshal
 	return string(b)
 }
 

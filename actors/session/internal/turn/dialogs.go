@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	proc "github.com/surfaced/surfaced/agentproc"
+	"github.com/surfaced/surfaced/internal/plainjson"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -73,7 +74,7 @@ func uiFrame(line []byte) []byte {
 		return line
 	}
 	delete(m, "type")
-	b, err := json.Marshal(m)
+	b, err := plainjson.Marshal(m)
 	if err != nil {
 		return line
 	}

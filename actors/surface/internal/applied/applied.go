@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/surfaced/surfaced/internal/plainjson"
 	"github.com/surfaced/surfaced/store"
 )
 
@@ -145,7 +146,7 @@ func (m *Memory) Remember(now time.Time, e Entry) (store.KV, error) {
 	if len(e.Data) > m.lim.Bytes/16 {
 		e.Data, e.DataOmitted = nil, true
 	}
-	value, err := json.Marshal(e)
+	value, err := plainjson.Marshal(e)
 	if err != nil {
 		return store.KV{}, fmt.Errorf("applied: encode the result of %q: %w", e.Key, err)
 	}
@@ -165,7 +166,7 @@ func (m *Memory) Slot(rev uint64) int { return int(rev % uint64(m.lim.Keys)) }
 func (m *Memory) Row(slot int, rev uint64) (store.KV, error) {
 	key := RowKey(m.domain, slot)
 	if e, ok := m.bySlot[slot]; ok {
-		value, err := json.Marshal(e)
+		value, err := plainjson.Marshal(e)
 		if err != nil {
 			return store.KV{}, fmt.Errorf("applied: encode the result of %q: %w", e.Key, err)
 		}
