@@ -568,3 +568,57 @@ func TestCommandQueueBounded(t *testing.T) {
 		t.Fatalf("%d incs ran after the hold, want the 2 that were queued", okIncs)
 	}
 }
+
+// The stream and the API say the same about a domain's availability, from
+// the same state: after an agent is stopped for flooding, the last session
+// frame and GET /api/sessions/{id} both say its domain takes no commands
+// (the frame said available while the API said not: the status went out
+// before the agent was stopped, and nothing sent it again).
+func TestAvailabilityAfterAFloodIsTheSameOnTheStreamAndTheAPI(t *testing.T) {
+	a := newPyAgent(t, "flood", `
+ready([{"domain": "box", "commands": ["poke"], "initialState": {}}])
+line = '{"type":"queue_update","steering":[],"followUp":["x"]}\n'
+while True:
+    out.write(line * 1000)
+`)
+	d := daemon.Start(t, daemon.Agents(a.spec), daemon.Limits(surfaced.Limits{FloodBurst: 2000, FloodRate: 100}))
+	id := d.Create(map[string]any{"agent": "flood"})
+	s := d.SSE(id, "")
+	pid := a.pid(t)
+	s.Wait(t, 60*time.Second, "the error status", func(e testkit.Event) bool {
+		return e.Kind == "session" && e.Data["status"] == "error" && e.Data["code"] == "agent_flooding"
+	})
+	testkit.Eventually(t, 30*time.Second, func() bool { return !alive(pid) }, "the agent stopped")
+	// A barrier: a frame the session sends after everything before it.
+	if st, out := d.JSON("POST", "/api/sessions/"+id+"/state", map[string]any{"key": "test.barrier", "value": 1}); st != 200 {
+		t.Fatalf("state: %d %v", st, out)
+	}
+	s.Wait(t, 10*time.Second, "the barrier", testkit.IsState("test.barrier", 0))
+	var frame map[string]any
+	for _, e := range s.All() {
+		if e.Kind == "session" {
+			frame = e.Data
+		}
+	}
+	st, summary := d.JSON("GET", "/api/sessions/"+id, nil)
+	if st != 200 {
+		t.Fatalf("summary: %d %v", st, summary)
+	}
+	availability := func(v any) string {
+		list, _ := v.([]any)
+		var out []string
+		for _, x := range list {
+			m := x.(map[string]any)
+			out = append(out, fmt.Sprintf("%s:%v", m["domain"], m["available"]))
+		}
+		return strings.Join(out, ",")
+	}
+	fromStream, fromAPI := availability(frame["surfaces"]), availability(summary["surfaces"])
+	t.Logf("stream %q (status %v), API %q (status %v)", fromStream, frame["status"], fromAPI, summary["status"])
+	if fromStream != fromAPI || frame["status"] != summary["status"] {
+		t.Fatalf("the stream's last session frame says %q (status %v), the API %q (status %v)", fromStream, frame["status"], fromAPI, summary["status"])
+	}
+	if fromAPI != "box:false" {
+		t.Fatalf("a stopped agent's domain is %q", fromAPI)
+	}
+}

@@ -178,7 +178,7 @@ func (s *sessionActor) lostLease(ctx actor.Context, err error) {
 	}
 	s.answerPrompts(ctx, pb.Err(CodeMoved, "the session moved to another node; send the prompt again"))
 	s.refuseWaiting(ctx, pb.Err(CodeMoved, "the session moved to another node; try again"))
-	s.hub.End("moved")
+	s.endStream("moved")
 	s.flush(ctx)
 	s.stopAgent(ctx)
 	s.refusal = pb.Err(CodeMoved, fmt.Sprintf("session %s moved to another node; try again", s.rec.ID))

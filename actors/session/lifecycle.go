@@ -157,7 +157,7 @@ func (s *sessionActor) end(ctx actor.Context, reason, code, detail string) {
 		d.pid, d.data, d.hasData = nil, nil, false
 	}
 	s.setStatus(StatusEnded, code, detail)
-	s.hub.End(reason)
+	s.endStream(reason)
 	s.behavior.Become(s.ended)
 	s.used() // it lingers from its end
 }
@@ -188,7 +188,7 @@ func (s *sessionActor) stop(ctx actor.Context, m *pb.Stop) {
 	case "shutdown", "idle", "moved":
 		s.refuseWaiting(ctx, pb.Err(CodeMoved, "the session stopped here before its agent was ready; try again"))
 		s.sleep(ctx, m.GetReason())
-		s.hub.End(m.GetReason())
+		s.endStream(m.GetReason())
 		s.flush(ctx)
 		ctx.Respond(&pb.StopResult{Ok: true})
 		s.leave(ctx)
@@ -207,7 +207,7 @@ func (s *sessionActor) stopEnded(ctx actor.Context, m *pb.Stop) {
 	}
 	switch m.GetReason() {
 	case "shutdown", "idle", "moved", StopDeleted:
-		s.hub.End(m.GetReason())
+		s.endStream(m.GetReason())
 		s.flush(ctx)
 		ctx.Respond(&pb.StopResult{Ok: true})
 		s.leave(ctx)
@@ -228,7 +228,7 @@ func (s *sessionActor) stopping(ctx actor.Context) {
 		// A cluster grain stopped without saying goodbye: the cluster moved
 		// its identity to another member (rebalancing) or this member is
 		// leaving. Its clients reconnect and find it there.
-		s.hub.End("moved")
+		s.endStream("moved")
 		s.flush(ctx)
 	}
 	// Prompts whose record is in flight: it may land, or not, after this.
@@ -269,6 +269,7 @@ func (s *sessionActor) diagnostic(code, message string) {
 // flush sends what was emitted while handling this message to every
 // subscriber in one batch.
 func (s *sessionActor) flush(ctx actor.Context) {
+	s.sendStatus()
 	if s.hub != nil {
 		s.hub.Flush(ctx)
 	}
@@ -400,9 +401,26 @@ type statusLine struct {
 	detail string
 	// images: prompts may carry images (the agent's model takes them).
 	images bool
+	// due: the status changed while handling this message; its frame has
+	// not gone out yet.
+	due bool
 }
 
-func (s *sessionActor) emitStatus() {
+// emitStatus says that the session's status changed (its status, busy,
+// queued, title, images, or a domain's availability). Its frame goes out
+// once per message, behind what the message emitted (sendStatus, from
+// flush), built from the state as the message leaves it: the state GET
+// /api/sessions/{id} reads next. Built at once, it would show what the
+// message changes after (an agent stopped just after its session was set
+// to error still looked available), and nothing might send it again.
+func (s *sessionActor) emitStatus() { s.status.due = true }
+
+// sendStatus emits the session frame now, when one is due.
+func (s *sessionActor) sendStatus() {
+	if !s.status.due || s.hub == nil {
+		return
+	}
+	s.status.due = false
 	surfaces := s.surfaceInfos()
 	for _, d := range surfaces {
 		d.Rev = 0 // revs travel in state frames; the status changes when availability does
@@ -410,6 +428,13 @@ func (s *sessionActor) emitStatus() {
 	st := s.status
 	s.emit(pb.StatusOf(&pb.StatusEvent{Status: st.status, Busy: s.turns.Busy(), Code: st.code, Detail: st.detail,
 		Title: s.rec.Title, Queued: uint32(s.turns.Queued()), Images: st.images, Surfaces: surfaces}), "session")
+}
+
+// endStream ends every subscription: the status due goes first, the end
+// frame last.
+func (s *sessionActor) endStream(reason string) {
+	s.sendStatus()
+	s.hub.End(reason)
 }
 
 func (s *sessionActor) setStatus(status, code, detail string) {
