@@ -74,23 +74,45 @@ func TestResumeInsideTheWindowIsPacedByTheSocket(t *testing.T) {
 		}
 	}
 
-	// A client that stops reading while its replay is written is cut once a
-	// write has been blocked for the queue's age, and finds its end frame
-	// when it reads again.
+	// A client that stops reading while its replay is written is cut once it
+	// has taken nothing for the queue's age, and finds its end frame when it
+	// reads again (at once: a client that does not read within the end grace
+	// is dropped without one).
 	oldest := ids[len(ids)-38]
 	h := d.Auth()
 	h.Set("Last-Event-ID", oldest)
 	slowSSE := testkit.DialStalledSSE(t, d.URL, "/api/sessions/"+id+"/events", h)
-	slowWS := dialStalledWSAfter(t, d, id, oldest)
 	testkit.Eventually(t, 20*time.Second, func() bool {
-		m := metrics(t, d)
-		return strings.Contains(m, `surfaced_slow_consumer_cuts_total{kind="sse"} 1`) && strings.Contains(m, `surfaced_slow_consumer_cuts_total{kind="ws"} 1`)
-	}, "both stalled resumes cut")
+		return strings.Contains(metrics(t, d), `surfaced_slow_consumer_cuts_total{kind="sse"} 1`)
+	}, "the stalled SSE resume cut")
 	if rest := slowSSE.ReadAll(t, 30*time.Second); !strings.Contains(rest, "event: end\ndata: {\"reason\":\"slow_consumer\"}") {
 		t.Fatalf("the stalled SSE resume was not told end{slow_consumer}; tail: %q", tail(rest, 300))
 	}
+	slowWS := dialStalledWSAfter(t, d, id, oldest)
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		return strings.Contains(metrics(t, d), `surfaced_slow_consumer_cuts_total{kind="ws"} 1`)
+	}, "the stalled WebSocket resume cut")
 	if last := readUntilClose(t, slowWS); last != `{"event":"end","data":{"reason":"slow_consumer"}}` {
 		t.Fatalf("the stalled WebSocket resume's last message was %.200q, not end{slow_consumer}", last)
+	}
+}
+
+// readUntilClose reads a WebSocket until the server closes it with a
+// policy-violation close, and returns the last message before it.
+func readUntilClose(t *testing.T, conn *websocket.Conn) string {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var last string
+	for {
+		_, data, err := conn.ReadMessage()
+		if err != nil {
+			var ce *websocket.CloseError
+			if !errors.As(err, &ce) || ce.Code != websocket.ClosePolicyViolation {
+				t.Fatalf("the stream ended with %v, not a policy-violation close", err)
+			}
+			return last
+		}
+		last = string(data)
 	}
 }
 
@@ -253,25 +275,6 @@ func dialStalledWSAfter(t *testing.T, d *daemon.Daemon, id, last string) *websoc
 	}
 	t.Cleanup(func() { conn.Close() })
 	return conn
-}
-
-// readUntilClose reads a WebSocket until the server closes it with a
-// policy-violation close, and returns the last message before it.
-func readUntilClose(t *testing.T, conn *websocket.Conn) string {
-	t.Helper()
-	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	var last string
-	for {
-		_, data, err := conn.ReadMessage()
-		if err != nil {
-			var ce *websocket.CloseError
-			if !errors.As(err, &ce) || ce.Code != websocket.ClosePolicyViolation {
-				t.Fatalf("the stream ended with %v, not a policy-violation close", err)
-			}
-			return last
-		}
-		last = string(data)
-	}
 }
 
 func grepLines(s, sub string) string {

@@ -67,17 +67,38 @@ type wsTransport struct {
 	deadline time.Time
 	msg      bytes.Buffer
 	data     []byte
+	progress func()
 }
+
+// SetProgress implements delivery.ProgressReporter.
+func (t *wsTransport) SetProgress(f func()) { t.progress = f }
 
 func (t *wsTransport) Write(it delivery.Item) error {
 	f := it.Frame
 	if f == nil {
-		return t.conn.WriteMessage(websocket.TextMessage, it.Raw)
+		return t.send(it.Raw)
 	}
 	t.msg.Reset()
 	t.data = wire.AppendData(t.data[:0], f.GetEvent())
 	writeWSFrame(&t.msg, pb.KindOf(f.GetEvent()), f.GetId(), t.data)
-	return t.conn.WriteMessage(websocket.TextMessage, t.msg.Bytes())
+	return t.send(t.msg.Bytes())
+}
+
+// send writes one text message; a large one goes in pieces (fragments of
+// the message), so that the writer sees a client that reads it slowly but
+// steadily move.
+func (t *wsTransport) send(b []byte) error {
+	if len(b) <= delivery.PieceSize || t.progress == nil {
+		return t.conn.WriteMessage(websocket.TextMessage, b)
+	}
+	w, err := t.conn.NextWriter(websocket.TextMessage)
+	if err != nil {
+		return err
+	}
+	if err := delivery.WriteInPieces(w, b, t.progress); err != nil {
+		return err
+	}
+	return w.Close()
 }
 
 // Flush lets go of a large frame's buffers: each message went out whole.

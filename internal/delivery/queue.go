@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -68,8 +69,8 @@ type Limits struct {
 	// MaxBytes bounds the client's backlog: what waits for the writer
 	// behind what it is writing, less the largest one item (1 MiB).
 	MaxBytes int
-	// MaxAge bounds how long the oldest unwritten item waits, the writer's
-	// included (10 s).
+	// MaxAge bounds how long the client takes nothing while an item waits
+	// for it, the writer's included (10 s).
 	MaxAge time.Duration
 }
 
@@ -100,9 +101,12 @@ func (l Limits) withDefaults() Limits {
 //     writing, less the largest one item. One frame of any size reaches a
 //     client that reads; a second large one behind it, or many small ones,
 //     make a backlog.
-//   - Age bounds how long the oldest unwritten item waits, the ones the
-//     writer holds included: a write that does not move is found by the
-//     writer (Writer.SlowAfter), frames piling up behind it by the push.
+//   - Age bounds how long the client takes nothing while an item waits for
+//     it, the ones the writer holds included: from the oldest unwritten
+//     item, or the writer's last progress when that is later (a large frame
+//     read slowly but steadily moves). A write that does not move is found
+//     by the writer (Writer.SlowAfter), frames piling up behind it by the
+//     push.
 //   - What a subscription is owed when it begins (PushOwed: the replay of a
 //     resume, the sticky state) counts in neither: it is written as the
 //     client reads it, and the writer cuts a client that stops reading it.
@@ -129,6 +133,9 @@ type Queue struct {
 	written  uint64 // items ever written
 	writers  int    // writers attached (Writer.Run): 0 or 1
 	progress chan struct{}
+	// moved is when the writer last wrote something (UnixNano on the
+	// queue's clock): what waits has not waited longer than since then.
+	moved atomic.Int64
 }
 
 // tally counts one part of what waits: the queued items or those in flight.
@@ -289,19 +296,31 @@ func (q *Queue) backlogLocked() int {
 	return q.queued.liveBytes - q.queued.liveMax
 }
 
-// ageLocked is how long the oldest unwritten live item has waited; live
-// items behind owed ones do not wait until those are written.
+// ageLocked is how long the client has taken nothing while a live item
+// waited: since the oldest unwritten live item was pushed, or since the
+// writer last wrote something, whichever is later (a large frame written
+// slowly but steadily is not a client behind). Live items behind owed ones
+// do not wait until those are written.
 func (q *Queue) ageLocked(now time.Time) time.Duration {
+	var since time.Time
 	switch {
 	case q.owed > 0:
 		return 0
 	case q.flight.live > 0:
-		return now.Sub(q.flight.liveSince)
+		since = q.flight.liveSince
 	case q.queued.live > 0:
-		return now.Sub(q.queued.liveSince)
+		since = q.queued.liveSince
+	default:
+		return 0
 	}
-	return 0
+	if moved := time.Unix(0, q.moved.Load()); moved.After(since) {
+		since = moved
+	}
+	return now.Sub(since)
 }
+
+// markMoved records that the writer wrote something now.
+func (q *Queue) markMoved() { q.moved.Store(q.clock.Now().UnixNano()) }
 
 // dropLocked ends the stream for reason, dropping what is queued.
 func (q *Queue) dropLocked(reason Reason) {
@@ -357,6 +376,7 @@ func (q *Queue) Take(buf []Item) ([]Item, Reason) {
 // Written tells the queue that the writer wrote and flushed everything it
 // took.
 func (q *Queue) Written() {
+	q.markMoved()
 	q.mu.Lock()
 	q.written += uint64(q.flight.items)
 	q.settleLocked()

@@ -18,7 +18,13 @@ type SSE struct {
 	flush    func() error // nil: what out takes is sent
 	deadline func(time.Time) error
 	scratch  *scratch // held during a batch only: an idle stream holds none
+	progress func()   // the writer's: a piece of a large write went out
 }
+
+// SetProgress implements ProgressReporter.
+func (s *SSE) SetProgress(f func()) { s.progress = f }
+
+func (s *SSE) write(b []byte) error { return WriteInPieces(s.out, b, s.progress) }
 
 func setSSEHeaders(h http.Header) {
 	h.Set("Content-Type", "text/event-stream")
@@ -84,7 +90,7 @@ func (s *SSE) Spill() error {
 	if sc == nil || sc.line.Len() < spillAt {
 		return nil
 	}
-	_, err := s.out.Write(sc.line.Bytes())
+	err := s.write(sc.line.Bytes())
 	sc.line.Reset()
 	return err
 }
@@ -93,7 +99,7 @@ func (s *SSE) Spill() error {
 func (s *SSE) Flush() error {
 	if sc := s.scratch; sc != nil {
 		s.scratch = nil
-		_, err := s.out.Write(sc.line.Bytes())
+		err := s.write(sc.line.Bytes())
 		sc.release()
 		if err != nil {
 			return err

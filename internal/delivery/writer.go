@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,33 @@ type Transport interface {
 	// SetWriteDeadline bounds every write from now on (the zero time: no
 	// bound).
 	SetWriteDeadline(t time.Time) error
+}
+
+// ProgressReporter is a Transport that writes a large item in pieces and
+// says when each went out (WriteInPieces): a client that reads one large
+// frame slowly but steadily is not taken for one that stopped. The writer
+// sets the function before its first write; the transport calls it on the
+// writer's goroutine, within Write or Flush.
+type ProgressReporter interface {
+	SetProgress(progress func())
+}
+
+// PieceSize is how much of a large write goes out before the writer hears of
+// progress.
+const PieceSize = 128 << 10
+
+// WriteInPieces writes b to w in pieces of PieceSize, calling progress (when
+// set) after each piece but the last.
+func WriteInPieces(w io.Writer, b []byte, progress func()) error {
+	for len(b) > PieceSize && progress != nil {
+		if _, err := w.Write(b[:PieceSize]); err != nil {
+			return err
+		}
+		b = b[PieceSize:]
+		progress()
+	}
+	_, err := w.Write(b)
+	return err
 }
 
 // Defaults of Writer.
@@ -92,6 +120,9 @@ func (w *Writer) Run(ctx context.Context, q *Queue, t Transport) Reason {
 	}
 	if r.endGrace <= 0 {
 		r.endGrace = DefaultEndGrace
+	}
+	if p, ok := t.(ProgressReporter); ok {
+		p.SetProgress(r.wrote)
 	}
 	q.attach()
 	defer q.detach()
@@ -258,10 +289,11 @@ func (r *run) arm() {
 	_ = r.t.SetWriteDeadline(time.Now().Add(r.slowAfter + r.endGrace))
 }
 
-// wrote records that an item went out.
+// wrote records that an item, or a piece of one, went out.
 func (r *run) wrote() {
 	now := r.clock.Now()
 	r.moved.Store(now.UnixNano())
+	r.q.markMoved()
 	if now.Sub(r.extended) >= r.slowAfter/2 {
 		r.extended = now
 		_ = r.t.SetWriteDeadline(time.Now().Add(r.slowAfter + r.endGrace))

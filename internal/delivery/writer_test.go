@@ -478,3 +478,79 @@ func (g *goidTransport) Write(it Item) error {
 	g.ids <- goid()
 	return g.fakeTransport.Write(it)
 }
+
+// piecesTransport writes each item in pieces, as the SSE and WebSocket
+// transports write a large one: each piece waits for the test, then reports
+// progress.
+type piecesTransport struct {
+	*fakeTransport
+	pieces   int
+	next     chan struct{} // one receive: one piece goes out
+	waiting  chan struct{} // signalled when a piece waits
+	progress func()
+}
+
+func (p *piecesTransport) SetProgress(f func()) { p.progress = f }
+
+func (p *piecesTransport) Write(it Item) error {
+	for range p.pieces {
+		p.waiting <- struct{}{}
+		<-p.next
+		p.progress()
+	}
+	return p.fakeTransport.Write(it)
+}
+
+// One large frame that a client reads slowly but steadily, piece by piece,
+// is never slow, by the writer's watchdog or by the age of what waits
+// behind it; once the client stops, it is.
+func TestWriterLargeItemInPieces(t *testing.T) {
+	clk := newClock()
+	q := NewQueue(Limits{MaxBytes: 100, MaxAge: 10 * time.Second}, clk)
+	pt := &piecesTransport{fakeTransport: newFakeTransport(), pieces: 20, next: make(chan struct{}), waiting: make(chan struct{})}
+	var slow atomic.Int32
+	found := make(chan struct{})
+	w := &Writer{Clock: clk, KeepAlive: time.Hour, EndGrace: time.Minute, OnSlow: func() { slow.Add(1); close(found) }}
+	done := runWriter(context.Background(), w, q, pt)
+	q.PushFrames([]*pb.Frame{frame("e-1", 10_000)}, false)
+	armed := func() {
+		if !clk.WaitPending(2, 10*time.Second) { // the keep-alive and the watchdog
+			t.Fatal("the watchdog is not armed")
+		}
+	}
+	// A piece every 6 s: two minutes for the frame, never 10 s without one.
+	for i := range 19 {
+		<-pt.waiting
+		armed()
+		clk.Advance(6 * time.Second)
+		pt.next <- struct{}{}
+		if i == 10 && !q.PushFrames([]*pb.Frame{frame("e-2", 10)}, false) {
+			t.Fatal("a frame behind a large one being read steadily was cut for its age")
+		}
+		if slow.Load() != 0 {
+			t.Fatalf("found slow after piece %d", i+1)
+		}
+	}
+	// The client stops before the last piece.
+	<-pt.waiting
+	armed()
+	clk.Advance(10 * time.Second)
+	<-found
+	pt.next <- struct{}{}
+	if r := result(t, done); r != EndSlowConsumer {
+		t.Fatalf("ended %q", r)
+	}
+}
+
+// WriteInPieces reports each piece of a large write but the last.
+func TestWriteInPieces(t *testing.T) {
+	var b strings.Builder
+	n := 0
+	data := strings.Repeat("x", 2*PieceSize+10)
+	if err := WriteInPieces(&b, []byte(data), func() { n++ }); err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != data || n != 2 {
+		t.Fatalf("wrote %d bytes, %d progress reports", b.Len(), n)
+	}
+}
