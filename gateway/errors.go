@@ -51,7 +51,7 @@ func statusOf(code string) int {
 		return http.StatusBadRequest
 	case codes.TooLarge:
 		return http.StatusRequestEntityTooLarge
-	case codes.SessionMoved, codes.StoreUnavailable:
+	case codes.SessionMoved, codes.StoreUnavailable, codes.ShuttingDown, codes.Unavailable:
 		return http.StatusServiceUnavailable
 	case codes.OutcomeUnknown:
 		return http.StatusGatewayTimeout

@@ -92,6 +92,9 @@ type sessionActor struct {
 	stray int
 	// refusal is why a refusing activation cannot serve.
 	refusal *pb.Error
+	// drain is a session finishing what it started before it stops
+	// (drain.go); nil until then.
+	drain *drainState
 	// activated: the session was loaded and counted (Started or ClusterInit).
 	activated bool
 	// diagLog bounds the log records of diagnostics (the agent's doing).

@@ -236,15 +236,18 @@ func (l *Local) StopAll(ctx context.Context, reason string) {
 // waits until each has stopped or ctx's deadline (10 s without one) passes.
 // The requests are all sent first and their futures then waited on in
 // turn: a future needs no goroutine, so stopping ten thousand sessions
-// does not start ten thousand.
+// does not start ten thousand. A session finishes what it started first
+// (the writes in flight for a request) for at most three quarters of that
+// time: the rest is for the writes and the stops that follow.
 func StopEach(ctx context.Context, root *actor.RootContext, pids []*actor.PID, reason string) {
 	timeout := 10 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
+	drainBy := time.Now().Add(timeout * 3 / 4).UnixMilli()
 	futures := make([]*actor.Future, len(pids))
 	for i, pid := range pids {
-		futures[i] = root.RequestFuture(pid, &pb.Stop{Caller: &pb.Caller{System: true}, Reason: reason}, timeout)
+		futures[i] = root.RequestFuture(pid, &pb.Stop{Caller: &pb.Caller{System: true}, Reason: reason, DeadlineMs: drainBy}, timeout)
 	}
 	for _, f := range futures {
 		_, _ = f.Result()

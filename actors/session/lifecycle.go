@@ -172,7 +172,8 @@ func (s *sessionActor) sleep(ctx actor.Context, why string) {
 }
 
 // stop answers Stop: DELETE ends the session; shutdown, idle and moved put
-// it to sleep and stop the actor; deleted (DELETE ?purge=true) ends it and
+// it to sleep and stop the actor once it has finished what it started
+// (drain.go); deleted (DELETE ?purge=true) ends it and
 // stops the actor, whose rows are deleted next.
 func (s *sessionActor) stop(ctx actor.Context, m *pb.Stop) {
 	if !s.allowed(m.GetCaller()) {
@@ -186,12 +187,7 @@ func (s *sessionActor) stop(ctx actor.Context, m *pb.Stop) {
 		ctx.Respond(&pb.StopResult{Ok: true})
 		s.leave(ctx)
 	case "shutdown", "idle", "moved":
-		s.refuseWaiting(ctx, pb.Err(CodeMoved, "the session stopped here before its agent was ready; try again"))
-		s.sleep(ctx, m.GetReason())
-		s.endStream(m.GetReason())
-		s.flush(ctx)
-		ctx.Respond(&pb.StopResult{Ok: true})
-		s.leave(ctx)
+		s.startDrain(ctx, m)
 	default:
 		s.end(ctx, "stopped", "", "")
 		ctx.Respond(&pb.StopResult{Ok: true})

@@ -170,6 +170,11 @@ type domainActor struct {
 	// forgot: the next writes rewrite them as the memory has them, until
 	// one is durable. By slot: the write count when it was vacated.
 	vacated map[int]uint64
+
+	// closing is the refusal of every new command once the session is
+	// stopping (Drain); drainTo waits for Drained.
+	closing *pb.Error
+	drainTo *actor.PID
 }
 
 // asker is who waits for a command's answer: its sender, and its
@@ -274,9 +279,12 @@ func (d *domainActor) Receive(ctx actor.Context) {
 		d.queueExpired(ctx, m)
 	case *persisted:
 		d.persisted(ctx, m)
+	case *Drain:
+		d.drain(ctx, m)
 	case *actor.Stopping:
 		d.stopping(ctx)
 	}
+	d.drainedCheck(ctx)
 }
 
 // command runs a command now, or queues it behind the agent-hosted command
@@ -290,8 +298,9 @@ func (d *domainActor) command(ctx actor.Context, m *pb.RunCommand) {
 	if ms := m.GetDeadlineMs(); ms > 0 {
 		p.deadline = time.UnixMilli(ms)
 	}
+	var fp string
 	if key := p.to.key; key != "" {
-		fp := applied.Fingerprint(m.GetAction(), m.GetArgs())
+		fp = applied.Fingerprint(m.GetAction(), m.GetArgs())
 		if k, ok := d.keys[key]; ok {
 			// Under way (its write may be in flight): the retry shares its
 			// answer, whatever that turns out to be.
@@ -309,6 +318,13 @@ func (d *domainActor) command(ctx actor.Context, m *pb.RunCommand) {
 			d.reply(ctx, asker{sender: p.to.sender}, d.replay(m, e, fp))
 			return
 		}
+	}
+	if d.closing != nil {
+		// The session is stopping: nothing new runs.
+		d.reply(ctx, asker{sender: p.to.sender}, d.closed(m))
+		return
+	}
+	if key := p.to.key; key != "" {
 		d.keys[key] = &keyed{fingerprint: fp}
 	}
 	if d.dropped(ctx, p) {
@@ -539,22 +555,6 @@ func (d *domainActor) refusal(res *pb.CommandResult, err error) *pb.CommandResul
 		code, msg = agentproc.CodeOutcomeUnknown, "the store did not answer in time: the command may or may not have been applied"
 	}
 	return &pb.CommandResult{Correlation: res.Correlation, Refused: pb.Err(code, msg)}
-}
-
-// stopping answers every command still waiting: the session is going.
-func (d *domainActor) stopping(ctx actor.Context) {
-	for _, p := range d.queue {
-		if p.timer != nil {
-			p.timer.Stop()
-		}
-		d.reply(ctx, p.to, d.result(p.cmd, surfaceFail(agentproc.CodeAgentUnavailable, "the session is stopping")))
-	}
-	d.queue, d.queueBytes = nil, 0
-	if d.inflight != nil {
-		d.inflight.timer.Stop()
-		d.reply(ctx, d.inflight.to, d.result(d.inflight.cmd, surfaceFail(agentproc.CodeAgentUnavailable, "the session is stopping")))
-		d.inflight = nil
-	}
 }
 
 func surfaceFail(code, msg string) Result { return Fail(code, msg) }

@@ -4296,7 +4296,12 @@ type Stop struct {
 	Caller *Caller                `protobuf:"bytes,1,opt,name=caller,proto3" json:"caller,omitempty"`
 	// stopped (DELETE), deleted (DELETE ?purge=true: the session and its data
 	// are being deleted; the actor stops), shutdown, idle, moved
-	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// shutdown, idle, moved: the session first finishes what it started (the
+	// records of prompts and the snapshots of commands in flight), until this
+	// time (Unix ms; 0: its own bound), then answers what is left with what it
+	// knows and stops.
+	DeadlineMs    int64 `protobuf:"varint,3,opt,name=deadline_ms,json=deadlineMs,proto3" json:"deadline_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4343,6 +4348,13 @@ func (x *Stop) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *Stop) GetDeadlineMs() int64 {
+	if x != nil {
+		return x.DeadlineMs
+	}
+	return 0
 }
 
 type StopResult struct {
@@ -5655,10 +5667,12 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\tconfirmed\x18\x05 \x01(\bR\tconfirmed\"L\n" +
 	"\x10UIResponseResult\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12(\n" +
-	"\x05error\x18\x02 \x01(\v2\x12.surfaced.v1.ErrorR\x05error\"K\n" +
+	"\x05error\x18\x02 \x01(\v2\x12.surfaced.v1.ErrorR\x05error\"l\n" +
 	"\x04Stop\x12+\n" +
 	"\x06caller\x18\x01 \x01(\v2\x13.surfaced.v1.CallerR\x06caller\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"F\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vdeadline_ms\x18\x03 \x01(\x03R\n" +
+	"deadlineMs\"F\n" +
 	"\n" +
 	"StopResult\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12(\n" +
