@@ -51,8 +51,9 @@ func (d *domainActor) drainedCheck(ctx actor.Context) {
 }
 
 // stopping answers every command still waiting: the session is going. A
-// command not run was not applied; one whose snapshot write has not come
-// back may have been (the session stopped waiting for it).
+// command not run was not applied; one the agent was running when a drain
+// gave up on it, or whose snapshot write has not come back, may have been
+// (the session stopped waiting for it).
 func (d *domainActor) stopping(ctx actor.Context) {
 	for _, p := range d.queue {
 		if p.timer != nil {
@@ -63,7 +64,14 @@ func (d *domainActor) stopping(ctx actor.Context) {
 	d.queue, d.queueBytes = nil, 0
 	if d.inflight != nil {
 		d.inflight.timer.Stop()
-		d.reply(ctx, d.inflight.to, d.closed(d.inflight.cmd))
+		res := d.closed(d.inflight.cmd)
+		if d.closing != nil {
+			// The drain's deadline passed with the agent still at it: it
+			// may have acted on the command.
+			res = &pb.CommandResult{Correlation: d.inflight.cmd.GetCorrelation(), Refused: pb.Err(agentproc.CodeOutcomeUnknown,
+				"the session stopped before the agent answered: the command may or may not have been applied")}
+		}
+		d.reply(ctx, d.inflight.to, res)
 		d.inflight = nil
 	}
 	for _, o := range d.release {
