@@ -368,6 +368,10 @@ func (a *attachment) commandDone(ctx actor.Context, cmd command, res any, err er
 			a.answer(h, nil, errInvalidParams("prompt", "The prompt carried no text."))
 		case codes.StoreUnavailable, codes.OutcomeUnknown:
 			a.answer(h, nil, errStore(e.GetCode()))
+		case codes.ShuttingDown:
+			// The session is stopping with the daemon: the prompt was not
+			// recorded (as the connection's own shutdown answers).
+			a.answer(h, nil, errInternal(codes.ShuttingDown))
 		case codes.TooLarge:
 			// The session names the limit: "the prompt is N bytes, over the
 			// M-byte limit (limits.prompt_bytes)".
