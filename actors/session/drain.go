@@ -135,6 +135,14 @@ func (s *sessionActor) finishDrain(ctx actor.Context) {
 	if dr == nil || dr.done {
 		return
 	}
+	if s.refusal != nil {
+		// The lease went to another node meanwhile (lostLease): the
+		// activation answered what it held and is stopping already.
+		dr.done = true
+		dr.timer.Stop()
+		s.answerStops(ctx)
+		return
+	}
 	ended := s.status.status == StatusEnded
 	if !ended && !dr.over && (len(s.prompts) > 0 || s.kv.Pending() > 0 || dr.domains > 0) {
 		return
@@ -150,10 +158,17 @@ func (s *sessionActor) finishDrain(ctx actor.Context) {
 		s.endStream(dr.stop.GetReason())
 	}
 	s.flush(ctx)
-	for _, to := range dr.senders {
+	s.answerStops(ctx)
+	s.leave(ctx)
+}
+
+// answerStops answers the Stop requests the drain holds: the session
+// stopped.
+func (s *sessionActor) answerStops(ctx actor.Context) {
+	for _, to := range s.drain.senders {
 		if to != nil {
 			ctx.Send(to, &pb.StopResult{Ok: true})
 		}
 	}
-	s.leave(ctx)
+	s.drain.senders = nil
 }
