@@ -1,7 +1,6 @@
 package guard
 
 import (
-	"encoding/json"
 	"errors"
 	"html"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"github.com/surfaced/surfaced/codes"
 	"github.com/surfaced/surfaced/identity"
 	"github.com/surfaced/surfaced/identity/idp"
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // The routes of browser sign-in and sign-out (the callback is the
@@ -235,7 +235,9 @@ func (g *Guard) me(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
-	_ = json.NewEncoder(w).Encode(out)
+	if b, err := plainjson.Marshal(out); err == nil {
+		_, _ = w.Write(append(b, '\n'))
+	}
 }
 
 func via(id identity.Identity) string {

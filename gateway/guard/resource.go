@@ -1,9 +1,10 @@
 package guard
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
+
+	"github.com/surfaced/surfaced/internal/plainjson"
 )
 
 // OAuth 2.0 Protected Resource Metadata (RFC 9728) for the protected
@@ -53,7 +54,9 @@ func (g *Guard) resourceMetadata(w http.ResponseWriter, r *http.Request, suffix 
 		w.WriteHeader(http.StatusOK)
 		return true
 	}
-	_ = json.NewEncoder(w).Encode(doc)
+	if b, err := plainjson.Marshal(doc); err == nil {
+		_, _ = w.Write(append(b, '\n'))
+	}
 	return true
 }
 
