@@ -174,6 +174,9 @@ var (
 	ErrBadCwd       = errors.New("invalid working directory")
 	ErrNoAgents     = errors.New("no agent is configured")
 	ErrShuttingDown = errors.New("shutting down")
+	// ErrSessionExists: CreateOptions.ID names a session the store holds
+	// already (wraps store.ErrExists).
+	ErrSessionExists = fmt.Errorf("session exists: %w", store.ErrExists)
 )
 
 // New starts a runtime.
@@ -466,6 +469,10 @@ type CreateOptions struct {
 	Agent  string // may be empty when exactly one agent is configured
 	Cwd    string // default: the agent's cwd, else the daemon's
 	Title  string
+	// ID is the new session's id when the caller derives it (an AG-UI
+	// thread's session, see package agui); empty: a random one. An id the
+	// store holds already fails with ErrSessionExists, whoever owns it.
+	ID string
 }
 
 // ResolveAgent picks the agent for a new session, among every configured
@@ -571,12 +578,21 @@ func (r *Runtime) CreateSession(ctx context.Context, o CreateOptions) (string, e
 		return "", err
 	}
 	now := time.Now()
-	rec := store.Session{ID: session.NewID(), Owner: o.Owner, Agent: a.Name, Title: o.Title, Cwd: cwd,
+	id := o.ID
+	if id == "" {
+		id = session.NewID()
+	} else if err := store.CheckSessionID(id); err != nil {
+		return "", fmt.Errorf("create session: %w", err)
+	}
+	rec := store.Session{ID: id, Owner: o.Owner, Agent: a.Name, Title: o.Title, Cwd: cwd,
 		Status: session.StatusStarting, Created: now, Updated: now}
 	if !r.writer.Available() {
 		return "", fmt.Errorf("create session: %w", store.ErrUnavailable)
 	}
 	if err := r.cfg.Store.CreateSession(ctx, rec); err != nil {
+		if errors.Is(err, store.ErrExists) {
+			return "", ErrSessionExists
+		}
 		if !errors.Is(err, store.ErrOutcomeUnknown) && !errors.Is(err, store.ErrInvalid) {
 			// Not created: the store could not take it.
 			err = fmt.Errorf("%w: %w", store.ErrUnavailable, err)

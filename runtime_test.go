@@ -3,6 +3,7 @@ package surfaced_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -948,3 +949,24 @@ func TestTurnAndPromptIDsSurviveRestarts(t *testing.T) {
 type later func() string
 
 func (f later) String() string { return f() }
+
+// A caller may name the new session (an AG-UI thread's derived id): the
+// name is taken once; a second creation, whoever asks, is ErrSessionExists
+// and touches nothing of the first.
+func TestCreateSessionWithID(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	id, err := h.rt.CreateSession(ctx, surfaced.CreateOptions{Owner: owner, ID: "agui-thread-1"})
+	if err != nil || id != "agui-thread-1" {
+		t.Fatalf("create: %q %v", id, err)
+	}
+	if _, err := h.rt.CreateSession(ctx, surfaced.CreateOptions{Owner: "bob", ID: "agui-thread-1"}); !errors.Is(err, surfaced.ErrSessionExists) {
+		t.Fatalf("second create: %v", err)
+	}
+	if rec, err := h.st.GetSession(ctx, "agui-thread-1"); err != nil || rec.Owner != owner {
+		t.Fatalf("the session: %+v %v", rec, err)
+	}
+	if _, err := h.rt.CreateSession(ctx, surfaced.CreateOptions{Owner: owner, ID: strings.Repeat("x", 200)}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("an over-long id: %v", err)
+	}
+}

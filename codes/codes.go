@@ -248,11 +248,24 @@ const (
 	// RestartExhausted: the agent crashed more often than restart_max
 	// allows; the session ended.
 	RestartExhausted = "restart_exhausted"
-	// UnknownAgent: the session's agent is no longer configured.
+	// UnknownAgent: the session's agent is no longer configured; also
+	// (404) an AG-UI thread's run naming an agent that is not configured.
 	UnknownAgent = "unknown_agent"
 	// AgentFlooding: the agent kept writing lines nobody asked for and was
 	// stopped (also a diagnostic).
 	AgentFlooding = "agent_flooding"
+)
+
+// A turn's failure: the code of its chat error (TurnError), which AG-UI
+// clients get as RUN_ERROR's code.
+const (
+	// AgentExited: the agent process stopped during the turn.
+	AgentExited = "agent_exited"
+	// NotAnswered: a queued prompt that nothing will run (the agent did
+	// not start, or will not be restarted).
+	NotAnswered = "not_answered"
+	// AgentError: the agent's own turn failed (its model, its loop).
+	AgentError = "agent_error"
 )
 
 // Diagnostics: something an agent did wrong that the session survived

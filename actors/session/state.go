@@ -249,7 +249,13 @@ func (s *sessionActor) getState(ctx actor.Context, m *pb.GetState) {
 		ctx.Respond(&pb.StateEntries{Error: notFound()})
 		return
 	}
-	out := &pb.StateEntries{}
+	// The domains and the head with the entries, at the same moment: an
+	// AG-UI run subscribed before asking knows which frames this answer
+	// already holds.
+	out := &pb.StateEntries{Surfaces: s.surfaceInfos(), Head: s.hub.Log().Head()}
+	for _, d := range out.Surfaces {
+		d.Rev = 0 // revs are the entries'
+	}
 	for _, k := range s.kv.Keys() {
 		e, _ := s.kv.Durable(k)
 		out.Entries = append(out.Entries, &pb.KVEntry{Key: k, Value: e.Value, Rev: e.Rev, Deleted: e.Deleted})

@@ -29,8 +29,9 @@ var core = []string{
 // internal/delivery).
 var transports = map[string][]string{
 	"the browser's (HTTP API, SSE, WebSocket)": {"gateway/...", "internal/wire"},
-	"ACP": {"acpgw/..."},
-	"MCP": {"mcpgw/..."},
+	"ACP":   {"acpgw/..."},
+	"MCP":   {"mcpgw/..."},
+	"AG-UI": {"agui"},
 }
 
 // actorsAndDelivery may import only these packages of the module.
@@ -195,7 +196,8 @@ func TestTheRulesBite(t *testing.T) {
 		{"actors/session", "internal/wire", "actors/session/lifecycle.go"},
 		{"actors/session/internal/turn", "internal/wire", "actors/session/internal/turn/machine.go"},
 		{"gateway", "agentproc", "gateway/data.go"},
-		{"agui", "internal/delivery", "agui/stream.go"},
+		{"newproto", "internal/delivery", "newproto/stream.go"},
+		{"gateway", "agui", "gateway/agui.go"},
 		{"identity", "gateway/guard", "identity/identity.go"},
 		{"store", "acpgw", "store/store.go"},
 	}
@@ -212,6 +214,8 @@ func TestTheRulesBite(t *testing.T) {
 		{"gateway/debug", "gateway/guard", "gateway/debug/debug.go"},
 		{"actors/session", "proto/surfaced/v1", "actors/session/lifecycle.go"},
 		{"cmd/surfaced", "acpgw", "cmd/surfaced/acp.go"},
+		{"cmd/surfaced", "agui", "cmd/surfaced/daemon.go"},
+		{"agui", "internal/delivery", "agui/server.go"},
 	}
 	if got := crossings(good); len(got) != 0 {
 		t.Errorf("allowed imports refused: %q", got)

@@ -44,6 +44,18 @@ func StartSSE(w http.ResponseWriter, comment string) (*SSE, error) {
 	return s, s.Comment(comment)
 }
 
+// OpenSSE answers 200 with the headers of an event stream and writes no
+// body yet: the caller encodes its first events into Buffer and Flush sends
+// them (an AG-UI stream, whose first bytes must be its RUN_STARTED event).
+func OpenSSE(w http.ResponseWriter) *SSE {
+	h := w.Header()
+	setSSEHeaders(h)
+	h.Set("Connection", "keep-alive")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	return &SSE{out: w, flush: rc.Flush, deadline: rc.SetWriteDeadline}
+}
+
 // StartSSEConn starts an event stream on a connection taken over from
 // net/http (Hijack): it writes the status line, the headers in h (those
 // middleware set, the request id) with the event stream's, and the first

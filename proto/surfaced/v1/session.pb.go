@@ -2162,8 +2162,14 @@ func (x *ToolError) GetOutput() []byte {
 
 // TurnError: the turn failed; error_text is the one sentence a person sees.
 type TurnError struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ErrorText     string                 `protobuf:"bytes,1,opt,name=error_text,json=errorText,proto3" json:"error_text,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ErrorText string                 `protobuf:"bytes,1,opt,name=error_text,json=errorText,proto3" json:"error_text,omitempty"`
+	// What failed, for a client that tells failures apart (AG-UI's RUN_ERROR
+	// code): agent_exited (the agent process stopped during the turn),
+	// not_answered (a queued prompt nothing will run), agent_error (the
+	// agent's own turn failed: its model, its tools' loop). Empty from a
+	// node that predates it.
+	Code          string `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2201,6 +2207,13 @@ func (*TurnError) Descriptor() ([]byte, []int) {
 func (x *TurnError) GetErrorText() string {
 	if x != nil {
 		return x.ErrorText
+	}
+	return ""
+}
+
+func (x *TurnError) GetCode() string {
+	if x != nil {
+		return x.Code
 	}
 	return ""
 }
@@ -3880,9 +3893,16 @@ func (x *GetState) GetCaller() *Caller {
 }
 
 type StateEntries struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entries       []*KVEntry             `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
-	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*KVEntry             `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	Error   *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// The registered domains and whether each takes commands now, as the
+	// session's status frame lists them (without revs), and the head of the
+	// frame log, at the same moment as entries: a client that subscribed
+	// before asking knows that every frame up to head is in this answer (an
+	// AG-UI run's STATE_SNAPSHOT). Empty from a node that predates them.
+	Surfaces      []*SurfaceInfo `protobuf:"bytes,3,rep,name=surfaces,proto3" json:"surfaces,omitempty"`
+	Head          uint64         `protobuf:"varint,4,opt,name=head,proto3" json:"head,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3929,6 +3949,20 @@ func (x *StateEntries) GetError() *Error {
 		return x.Error
 	}
 	return nil
+}
+
+func (x *StateEntries) GetSurfaces() []*SurfaceInfo {
+	if x != nil {
+		return x.Surfaces
+	}
+	return nil
+}
+
+func (x *StateEntries) GetHead() uint64 {
+	if x != nil {
+		return x.Head
+	}
+	return 0
 }
 
 type GetMessages struct {
@@ -5491,10 +5525,11 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"error_text\x18\x02 \x01(\tR\terrorText\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x03 \x01(\tR\terrorCode\x12\x16\n" +
-	"\x06output\x18\x04 \x01(\fR\x06output\"*\n" +
+	"\x06output\x18\x04 \x01(\fR\x06output\">\n" +
 	"\tTurnError\x12\x1d\n" +
 	"\n" +
-	"error_text\x18\x01 \x01(\tR\terrorText\"\v\n" +
+	"error_text\x18\x01 \x01(\tR\terrorText\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\"\v\n" +
 	"\tTurnAbort\"e\n" +
 	"\n" +
 	"TurnFinish\x12\x17\n" +
@@ -5632,10 +5667,12 @@ const file_surfaced_v1_session_proto_rawDesc = "" +
 	"\x03rev\x18\x03 \x01(\x04R\x03rev\x12\x18\n" +
 	"\adeleted\x18\x04 \x01(\bR\adeleted\"7\n" +
 	"\bGetState\x12+\n" +
-	"\x06caller\x18\x01 \x01(\v2\x13.surfaced.v1.CallerR\x06caller\"h\n" +
+	"\x06caller\x18\x01 \x01(\v2\x13.surfaced.v1.CallerR\x06caller\"\xb2\x01\n" +
 	"\fStateEntries\x12.\n" +
 	"\aentries\x18\x01 \x03(\v2\x14.surfaced.v1.KVEntryR\aentries\x12(\n" +
-	"\x05error\x18\x02 \x01(\v2\x12.surfaced.v1.ErrorR\x05error\":\n" +
+	"\x05error\x18\x02 \x01(\v2\x12.surfaced.v1.ErrorR\x05error\x124\n" +
+	"\bsurfaces\x18\x03 \x03(\v2\x18.surfaced.v1.SurfaceInfoR\bsurfaces\x12\x12\n" +
+	"\x04head\x18\x04 \x01(\x04R\x04head\":\n" +
 	"\vGetMessages\x12+\n" +
 	"\x06caller\x18\x01 \x01(\v2\x13.surfaced.v1.CallerR\x06caller\"\xd5\x02\n" +
 	"\x0fTranscriptEntry\x12\x12\n" +
@@ -5900,29 +5937,30 @@ var file_surfaced_v1_session_proto_depIdxs = []int32{
 	35, // 53: surfaced.v1.GetState.caller:type_name -> surfaced.v1.Caller
 	50, // 54: surfaced.v1.StateEntries.entries:type_name -> surfaced.v1.KVEntry
 	3,  // 55: surfaced.v1.StateEntries.error:type_name -> surfaced.v1.Error
-	35, // 56: surfaced.v1.GetMessages.caller:type_name -> surfaced.v1.Caller
-	54, // 57: surfaced.v1.Transcript.entries:type_name -> surfaced.v1.TranscriptEntry
-	3,  // 58: surfaced.v1.Transcript.error:type_name -> surfaced.v1.Error
-	35, // 59: surfaced.v1.UIResponse.caller:type_name -> surfaced.v1.Caller
-	3,  // 60: surfaced.v1.UIResponseResult.error:type_name -> surfaced.v1.Error
-	35, // 61: surfaced.v1.Stop.caller:type_name -> surfaced.v1.Caller
-	3,  // 62: surfaced.v1.StopResult.error:type_name -> surfaced.v1.Error
-	35, // 63: surfaced.v1.ArtifactNotice.caller:type_name -> surfaced.v1.Caller
-	14, // 64: surfaced.v1.ArtifactNotice.event:type_name -> surfaced.v1.ArtifactEvent
-	3,  // 65: surfaced.v1.ArtifactNoticeResult.error:type_name -> surfaced.v1.Error
-	35, // 66: surfaced.v1.ListSurfaces.caller:type_name -> surfaced.v1.Caller
-	37, // 67: surfaced.v1.SurfaceList.surfaces:type_name -> surfaced.v1.SurfaceInfo
-	3,  // 68: surfaced.v1.SurfaceList.error:type_name -> surfaced.v1.Error
-	2,  // 69: surfaced.v1.AgentAvailable.agent:type_name -> surfaced.v1.Pid
-	77, // 70: surfaced.v1.AgentAvailable.schemas:type_name -> surfaced.v1.AgentAvailable.SchemasEntry
-	2,  // 71: surfaced.v1.AgentSend.reply_to:type_name -> surfaced.v1.Pid
-	3,  // 72: surfaced.v1.AgentReply.error:type_name -> surfaced.v1.Error
-	68, // 73: surfaced.v1.AgentLines.lines:type_name -> surfaced.v1.AgentLine
-	74, // [74:74] is the sub-list for method output_type
-	74, // [74:74] is the sub-list for method input_type
-	74, // [74:74] is the sub-list for extension type_name
-	74, // [74:74] is the sub-list for extension extendee
-	0,  // [0:74] is the sub-list for field type_name
+	37, // 56: surfaced.v1.StateEntries.surfaces:type_name -> surfaced.v1.SurfaceInfo
+	35, // 57: surfaced.v1.GetMessages.caller:type_name -> surfaced.v1.Caller
+	54, // 58: surfaced.v1.Transcript.entries:type_name -> surfaced.v1.TranscriptEntry
+	3,  // 59: surfaced.v1.Transcript.error:type_name -> surfaced.v1.Error
+	35, // 60: surfaced.v1.UIResponse.caller:type_name -> surfaced.v1.Caller
+	3,  // 61: surfaced.v1.UIResponseResult.error:type_name -> surfaced.v1.Error
+	35, // 62: surfaced.v1.Stop.caller:type_name -> surfaced.v1.Caller
+	3,  // 63: surfaced.v1.StopResult.error:type_name -> surfaced.v1.Error
+	35, // 64: surfaced.v1.ArtifactNotice.caller:type_name -> surfaced.v1.Caller
+	14, // 65: surfaced.v1.ArtifactNotice.event:type_name -> surfaced.v1.ArtifactEvent
+	3,  // 66: surfaced.v1.ArtifactNoticeResult.error:type_name -> surfaced.v1.Error
+	35, // 67: surfaced.v1.ListSurfaces.caller:type_name -> surfaced.v1.Caller
+	37, // 68: surfaced.v1.SurfaceList.surfaces:type_name -> surfaced.v1.SurfaceInfo
+	3,  // 69: surfaced.v1.SurfaceList.error:type_name -> surfaced.v1.Error
+	2,  // 70: surfaced.v1.AgentAvailable.agent:type_name -> surfaced.v1.Pid
+	77, // 71: surfaced.v1.AgentAvailable.schemas:type_name -> surfaced.v1.AgentAvailable.SchemasEntry
+	2,  // 72: surfaced.v1.AgentSend.reply_to:type_name -> surfaced.v1.Pid
+	3,  // 73: surfaced.v1.AgentReply.error:type_name -> surfaced.v1.Error
+	68, // 74: surfaced.v1.AgentLines.lines:type_name -> surfaced.v1.AgentLine
+	75, // [75:75] is the sub-list for method output_type
+	75, // [75:75] is the sub-list for method input_type
+	75, // [75:75] is the sub-list for extension type_name
+	75, // [75:75] is the sub-list for extension extendee
+	0,  // [0:75] is the sub-list for field type_name
 }
 
 func init() { file_surfaced_v1_session_proto_init() }

@@ -27,6 +27,13 @@ const (
 	CodeTooLarge      = codes.TooLarge
 )
 
+// Codes of TurnError: what failed.
+const (
+	CodeAgentExited = codes.AgentExited
+	CodeNotAnswered = codes.NotAnswered
+	CodeAgentError  = codes.AgentError
+)
+
 // Defaults of the inbox's bounds.
 const (
 	DefaultInboxMax    = 100      // prompts (Config.InboxMax)
@@ -411,7 +418,7 @@ func (m *Machine) AgentGone(how string, onPurpose bool) {
 		m.endTurn("cancelled", "")
 		return
 	}
-	m.chat(&pb.ChatEvent_TurnError{TurnError: &pb.TurnError{ErrorText: "The agent stopped during the turn (" + how + ")."}})
+	m.chat(&pb.ChatEvent_TurnError{TurnError: &pb.TurnError{ErrorText: "The agent stopped during the turn (" + how + ").", Code: CodeAgentExited}})
 	m.endTurn("error", "")
 }
 
@@ -461,7 +468,7 @@ func (m *Machine) failPrompts(batch []queued, why string) {
 		ids = append(ids, q.id)
 	}
 	m.chat(turnStart(id, ids))
-	m.chat(&pb.ChatEvent_TurnError{TurnError: &pb.TurnError{ErrorText: "The message was not answered: " + why + "."}})
+	m.chat(&pb.ChatEvent_TurnError{TurnError: &pb.TurnError{ErrorText: "The message was not answered: " + why + ".", Code: CodeNotAnswered}})
 	m.chat(&pb.ChatEvent_TurnFinish{TurnFinish: &pb.TurnFinish{TurnId: id, PromptIds: ids, StopReason: "cancelled"}})
 	m.out.Status()
 }
@@ -609,7 +616,7 @@ func (m *Machine) endTurn(stopReason, errorText string) {
 		m.chat(&pb.ChatEvent_TurnAbort{TurnAbort: &pb.TurnAbort{}})
 	case "error":
 		if errorText != "" {
-			m.chat(&pb.ChatEvent_TurnError{TurnError: &pb.TurnError{ErrorText: errorText}})
+			m.chat(&pb.ChatEvent_TurnError{TurnError: &pb.TurnError{ErrorText: errorText, Code: CodeAgentError}})
 		}
 	}
 	m.chat(&pb.ChatEvent_TurnFinish{TurnFinish: &pb.TurnFinish{TurnId: t.id, PromptIds: t.promptIDs, StopReason: stopReason}})
