@@ -114,6 +114,15 @@ type Options struct {
 	// CORSMounts are the prefixes of Mounts served with the guard's CORS
 	// layer too (the ACP mount).
 	CORSMounts []string
+	// SessionMounts are handlers of POST /api/sessions/{id}/<name>, by name
+	// (the AG-UI mount's "ag-ui"), served behind the same gates; the
+	// session's id is the request's path value "id".
+	SessionMounts map[string]http.Handler
+	// Slots count the streams each subject holds open against
+	// SSEPerSubject and WSPerSubject; share them with the mounts whose
+	// streams count against the same caps (NewSlots). Nil: the gateway's
+	// own.
+	Slots *delivery.Slots
 	// AgentUI is what each agent ships for the web UI, by agent name: its
 	// panel modules, served at /agents/{agent}/ui/ behind the same gates
 	// and authentication, and listed by GET /api/agents.
@@ -149,7 +158,7 @@ type Server struct {
 	mu       sync.Mutex
 	closing  bool
 	streams  map[*stream]struct{}
-	open     map[streamKey]int // streams open (or opening) per subject and kind
+	slots    *delivery.Slots // streams open (or opening) per subject and cap
 	shutdown chan struct{}
 
 	sseWriter, wsWriter, chatWriter *delivery.Writer
@@ -163,7 +172,10 @@ func New(o Options) *Server {
 		log = slog.Default()
 	}
 	s := &Server{rt: o.Runtime, guard: o.Guard, lim: o.Limits.withDefaults(), log: log, opts: o,
-		streams: map[*stream]struct{}{}, open: map[streamKey]int{}, shutdown: make(chan struct{})}
+		streams: map[*stream]struct{}{}, slots: o.Slots, shutdown: make(chan struct{})}
+	if s.slots == nil {
+		s.slots = NewSlots(s.lim)
+	}
 	s.drain, s.cancelDrain = context.WithCancel(context.Background())
 	s.sseWriter = s.writer("sse", s.lim.KeepAlive)
 	s.wsWriter = s.writer("ws", s.lim.WSPing)
@@ -300,6 +312,15 @@ func (s *Server) routes() {
 	api.POST("/sessions/:id/abort", s.abort)
 	api.POST("/sessions/:id/chat", s.chat)
 	api.GET("/sessions/:id/chat/stream", s.chatStream)
+	for name, h := range s.opts.SessionMounts {
+		// The handler finds the session as the request's path value "id".
+		api.POST("/sessions/:id/"+name, func(c echo.Context) error {
+			r := c.Request()
+			r.SetPathValue("id", c.Param("id"))
+			h.ServeHTTP(c.Response(), r)
+			return nil
+		})
+	}
 	api.GET("/sessions/:id/surfaces", s.listSurfaces)
 	api.POST("/sessions/:id/surfaces/:domain/:action", s.runCommand)
 	api.GET("/sessions/:id/surfaces/:domain/data/*", s.fetchData)
@@ -451,24 +472,10 @@ func (s *Server) Close(ctx context.Context) {
 	<-done
 }
 
-// streamKey counts a subject's streams of one kind.
-type streamKey struct{ subject, kind string }
-
 // admit takes one of the subject's stream slots of kind; it reports false
 // (and takes nothing) when the subject holds as many as it may.
 func (s *Server) admit(subject, kind string) (limit int, ok bool) {
-	limit = s.lim.SSEPerSubject
-	if kind == "ws" {
-		limit = s.lim.WSPerSubject
-	}
-	k := streamKey{subject, slotKind(kind)}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.open[k] >= limit {
-		return limit, false
-	}
-	s.open[k]++
-	return limit, true
+	return s.slots.Take(subject, slotKind(kind))
 }
 
 // slotKind is the cap a stream of kind counts against: a WebSocket the
@@ -476,19 +483,25 @@ func (s *Server) admit(subject, kind string) (limit int, ok bool) {
 // streams'.
 func slotKind(kind string) string {
 	if kind == "ws" {
-		return "ws"
+		return delivery.CapWebSockets
 	}
-	return "sse"
+	return delivery.CapEventStreams
 }
 
 // release gives a stream slot back.
-func (s *Server) release(subject, kind string) {
-	k := streamKey{subject, slotKind(kind)}
-	s.mu.Lock()
-	if s.open[k]--; s.open[k] <= 0 {
-		delete(s.open, k)
-	}
-	s.mu.Unlock()
+func (s *Server) release(subject, kind string) { s.slots.Give(subject, slotKind(kind)) }
+
+// NewSlots are the stream slots of l's caps, for Options.Slots: the daemon
+// shares them between the gateway and the other transports whose streams
+// count against the same caps (the AG-UI mount).
+func NewSlots(l Limits) *delivery.Slots {
+	l = l.withDefaults()
+	return delivery.NewSlots(func(cap string) int {
+		if cap == delivery.CapWebSockets {
+			return l.WSPerSubject
+		}
+		return l.SSEPerSubject
+	})
 }
 
 // quietAfter is how long no request must have come before the shutdown

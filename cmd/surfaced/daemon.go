@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/surfaced/surfaced"
+	"github.com/surfaced/surfaced/agui"
 	"github.com/surfaced/surfaced/config"
 	"github.com/surfaced/surfaced/gateway"
 	"github.com/surfaced/surfaced/gateway/guard"
@@ -169,29 +171,40 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 	acp := newACPMount(f, rt, g, gl, dev.gatewayProps(), log)
 	// The MCP mount for MCP clients (nil, and free, when mcp.enabled is false).
 	mcpm := newMCPMount(f, rt, g, gl, log)
+	limits := gateway.Limits{
+		BodyBytes:       gl.BodyBytes,
+		PromptBodyBytes: gl.PromptBodyBytes,
+		QueueBytes:      gl.ClientQueueBytes,
+		QueueAge:        gl.ClientQueueAge,
+		KeepAlive:       gl.SSEKeepalive,
+		WSPing:          gl.WSPing,
+		RequestTimeout:  gl.RequestTimeout,
+		ReadTimeout:     gl.ReadTimeout,
+		WSInflight:      gl.WSInflight,
+		SSEPerSubject:   gl.SSEPerSubject,
+		WSPerSubject:    gl.WSPerSubject,
+	}
+	// The AG-UI mount: its runs count against the browser's stream caps.
+	slots := gateway.NewSlots(limits)
+	ag := agui.New(agui.Options{Runtime: rt, Logger: log, Slots: slots, Revoker: g, Props: dev.gatewayProps(),
+		BodyBytes: gl.PromptBodyBytes, QueueBytes: gl.ClientQueueBytes, QueueAge: gl.ClientQueueAge,
+		KeepAlive: gl.SSEKeepalive, RequestTimeout: gl.RequestTimeout})
+	mounts := map[string]http.Handler{ag.Path(): ag.Handler()}
+	maps.Copy(mounts, acp.mounts())
 	srv := gateway.New(gateway.Options{
 		Runtime: rt,
 		Guard:   g,
 		Logger:  log,
 		Props:   dev.gatewayProps(),
 		AgentUI: agentUIs(ms),
-		Mounts:  dev.mount(mcpm.add(acp.mounts())),
+		Mounts:  dev.mount(mcpm.add(mounts)),
+		// POST /api/sessions/{id}/ag-ui: a run on an existing session.
+		SessionMounts: map[string]http.Handler{"ag-ui": ag.Handler()},
+		Slots:         slots,
 		// CORS for the ACP mount: loopback and browser_origins may read it.
 		CORSMounts: acp.corsMounts(),
 		WebRoot:    webRoot,
-		Limits: gateway.Limits{
-			BodyBytes:       gl.BodyBytes,
-			PromptBodyBytes: gl.PromptBodyBytes,
-			QueueBytes:      gl.ClientQueueBytes,
-			QueueAge:        gl.ClientQueueAge,
-			KeepAlive:       gl.SSEKeepalive,
-			WSPing:          gl.WSPing,
-			RequestTimeout:  gl.RequestTimeout,
-			ReadTimeout:     gl.ReadTimeout,
-			WSInflight:      gl.WSInflight,
-			SSEPerSubject:   gl.SSEPerSubject,
-			WSPerSubject:    gl.WSPerSubject,
-		},
+		Limits:     limits,
 	})
 	hs := srv.HTTPServer()
 	hs.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
@@ -239,10 +252,12 @@ func runDaemon(ctx context.Context, f *config.File, ms []config.Manifest, out io
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	srv.Shutdown(sctx)
+	ag.Shutdown()
 	if err := rt.Shutdown(sctx); err != nil {
 		log.Error("session shutdown incomplete", "err", err)
 	}
 	srv.Close(sctx)
+	ag.Close(sctx)
 	_ = hs.Shutdown(sctx)
 	if errors.Is(context.Cause(ctx), errEvicted) {
 		return &exitError{code: 75, err: errEvicted}

@@ -18,6 +18,7 @@ import (
 	"github.com/surfaced/surfaced/acpgw"
 	"github.com/surfaced/surfaced/actors/inspect"
 	"github.com/surfaced/surfaced/actors/surface"
+	"github.com/surfaced/surfaced/agui"
 	"github.com/surfaced/surfaced/gateway"
 	"github.com/surfaced/surfaced/gateway/debug"
 	"github.com/surfaced/surfaced/gateway/guard"
@@ -146,6 +147,7 @@ type Daemon struct {
 	Gateway    *gateway.Server
 	ACP        *acpgw.Server
 	MCP        *mcpgw.Server
+	AGUI       *agui.Server
 	Guard      *guard.Guard
 	Inspector  *inspect.Inspector // nil unless Dev
 	Debug      *debug.Handler     // nil unless Dev
@@ -239,6 +241,14 @@ func Start(t testing.TB, opts ...Option) *Daemon {
 	d.MCP = mcpgw.New(mo)
 	d.MCPURL = d.URL + d.MCP.Path()
 	mounts[d.MCP.Path()] = d.MCP.Handler()
+	// The AG-UI mount: its runs count against the gateway's stream caps.
+	gopts.Slots = gateway.NewSlots(s.gateway)
+	gl := s.gateway
+	d.AGUI = agui.New(agui.Options{Runtime: rt, Logger: s.cfg.Logger, Slots: gopts.Slots, Revoker: g, Props: gopts.Props,
+		BodyBytes: gl.PromptBodyBytes, QueueBytes: gl.QueueBytes, QueueAge: gl.QueueAge, KeepAlive: gl.KeepAlive,
+		RequestTimeout: gl.RequestTimeout})
+	mounts[d.AGUI.Path()] = d.AGUI.Handler()
+	gopts.SessionMounts = map[string]http.Handler{"ag-ui": d.AGUI.Handler()}
 	gopts.Mounts, gopts.CORSMounts = mounts, []string{d.ACP.Path()}
 	d.Gateway = gateway.New(gopts)
 	d.Events = newEventLog(rt)
@@ -247,8 +257,10 @@ func Start(t testing.TB, opts ...Option) *Daemon {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		d.Gateway.Shutdown(ctx)
+		d.AGUI.Shutdown()
 		_ = rt.Shutdown(ctx)
 		d.Gateway.Close(ctx)
+		d.AGUI.Close(ctx)
 		d.ACP.Close(ctx)
 		d.MCP.Close()
 		d.mu.Lock()

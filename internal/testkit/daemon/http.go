@@ -23,7 +23,7 @@ func (d *Daemon) Auth() http.Header {
 // As is the daemon seen with another token.
 func (d *Daemon) As(token string) *Daemon {
 	return &Daemon{t: d.t, URL: d.URL, ACPURL: d.ACPURL, MCPURL: d.MCPURL, Addr: d.Addr, Token: token, TokensFile: d.TokensFile,
-		Runtime: d.Runtime, Gateway: d.Gateway, ACP: d.ACP, MCP: d.MCP, Guard: d.Guard, Inspector: d.Inspector, Debug: d.Debug, Events: d.Events}
+		Runtime: d.Runtime, Gateway: d.Gateway, ACP: d.ACP, MCP: d.MCP, AGUI: d.AGUI, Guard: d.Guard, Inspector: d.Inspector, Debug: d.Debug, Events: d.Events}
 }
 
 // Do sends a request with the token and returns the status and the raw
