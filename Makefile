@@ -8,7 +8,7 @@ PKGS := ./...
 # only without -race.
 UNIT_PKGS = $$($(GO) list ./... | grep -v /test/cluster)
 
-.PHONY: build image test test-short bench lint proto proto-check demo web react-demo fuzz clean
+.PHONY: build image test test-short bench lint proto proto-check demo web react-demo copilotkit-demo fuzz clean
 
 # make build stamps the version and the commit; outside a git checkout it
 # stamps nothing and the binary reports what the Go toolchain recorded, or
@@ -67,10 +67,11 @@ proto-check:
 demo:
 	$(GO) run ./cmd/surfaced run ./examples/surface-demo-agent
 
-# The npm packages (web/client, web/react, web/agent) and examples/react-app,
-# with the toolchain pinned in web/package-lock.json: rewrites the embedded
+# The npm packages (web/client, web/react, web/agent) and the example apps
+# (examples/react-app, examples/copilotkit-app), with the toolchain pinned in
+# web/package-lock.json: rewrites the embedded
 # gateway/internal/webui/static/surfaced.js and web/agent/dist (commit both),
-# web/react/dist and examples/react-app/dist.
+# web/react/dist and the examples' dist.
 web:
 	@[ -d web/node_modules ] && [ ! web/package-lock.json -nt web/node_modules/.package-lock.json ] || (cd web && npm ci --no-audit --no-fund)
 	cd web && node scripts/build.mjs
@@ -78,6 +79,10 @@ web:
 # The React example app on the demo agent: open the URL it prints.
 react-demo: web
 	$(GO) run ./cmd/surfaced run --web-root examples/react-app/dist ./examples/surface-demo-agent
+
+# The CopilotKit example app (AG-UI) on the demo agent: open the URL it prints.
+copilotkit-demo: web
+	$(GO) run ./cmd/surfaced run --web-root examples/copilotkit-app/dist ./examples/surface-demo-agent
 
 # Every fuzz target of the module, FUZZTIME each (.ci/run: 5s).
 FUZZTIME ?= 10s

@@ -6,10 +6,12 @@
 //                                     web/agent/dist is not the build of web/agent/src
 //   node scripts/build.mjs --packages web/react/dist and the example's type check (npm test)
 //   node scripts/build.mjs --example-out DIR   only the example app, into DIR (the browser test)
+//   node scripts/build.mjs --copilotkit-out DIR   only the CopilotKit example, into DIR (its browser test)
 //
 // Outputs: gateway/internal/webui/static/surfaced.js (committed: `go build` needs no JavaScript
 // toolchain), web/agent/dist (committed: the example agents run with node alone, in pi or not),
-// web/react/dist (index.js and its .d.ts files), examples/react-app/dist.
+// web/react/dist (index.js and its .d.ts files), examples/react-app/dist,
+// examples/copilotkit-app/dist.
 import * as esbuild from "esbuild";
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
@@ -21,6 +23,7 @@ const web = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const repo = path.resolve(web, "..");
 const embedded = path.join(repo, "gateway", "internal", "webui", "static", "surfaced.js");
 const exampleDir = path.join(repo, "examples", "react-app");
+const copilotkitDir = path.join(repo, "examples", "copilotkit-app");
 
 const BANNER = `/*
  * surfaced.js — the framework-agnostic browser client of a surfaced daemon (window.Surfaced).
@@ -63,8 +66,9 @@ async function buildReact() {
   });
   // tsc writes the declaration files (and checks the types).
   tsc(path.join(web, "react", "tsconfig.json"));
-  // The example app is type-checked against the package's source (esbuild does not check types).
+  // The example apps are type-checked against the package's source (esbuild does not check types).
   tsc(path.join(exampleDir, "tsconfig.json"));
+  tsc(path.join(copilotkitDir, "tsconfig.json"));
 }
 
 function tsc(project, ...args) {
@@ -126,6 +130,38 @@ async function buildExample(outDir) {
   for (const f of ["index.html", "style.css"]) fs.copyFileSync(path.join(exampleDir, "public", f), path.join(outDir, f));
 }
 
+// The CopilotKit example: its app.js, and app.css (CopilotKit's styles, which the app imports).
+async function buildCopilotKit(outDir) {
+  fs.rmSync(outDir, { recursive: true, force: true });
+  fs.mkdirSync(outDir, { recursive: true });
+  await esbuild.build({
+    entryPoints: { app: path.join(copilotkitDir, "src", "main.tsx") },
+    outdir: outDir,
+    bundle: true,
+    format: "esm",
+    // What CopilotKit loads only when a message needs it (diagrams, code highlighting) stays in
+    // chunks of its own, fetched then.
+    splitting: true,
+    chunkNames: "chunks/[name]-[hash]",
+    assetNames: "assets/[name]-[hash]",
+    target: "es2020",
+    jsx: "automatic",
+    minify: !process.env.SURFACED_WEB_DEBUG,
+    charset: "utf8",
+    legalComments: "none",
+    define: { "process.env.NODE_ENV": process.env.SURFACED_WEB_DEBUG ? '"development"' : '"production"' },
+    alias: { "@surfaced/react": path.join(web, "react", "src", "index.ts") },
+    nodePaths: [path.join(web, "node_modules")],
+    // The example's tsconfig paths are for tsc (they point at declaration files); esbuild
+    // resolves the packages themselves.
+    tsconfigRaw: { compilerOptions: { jsx: "react-jsx" } },
+    // CopilotKit's fonts and images ride along as files.
+    loader: { ".woff": "file", ".woff2": "file", ".ttf": "file", ".svg": "file", ".png": "file" },
+    logLevel: "warning",
+  });
+  for (const f of ["index.html", "style.css"]) fs.copyFileSync(path.join(copilotkitDir, "public", f), path.join(outDir, f));
+}
+
 const args = process.argv.slice(2);
 if (args[0] === "--check") {
   const want = await buildClassicScript();
@@ -150,6 +186,9 @@ if (args[0] === "--check") {
 } else if (args[0] === "--example-out") {
   if (!args[1]) throw new Error("--example-out needs a directory");
   await buildExample(path.resolve(args[1]));
+} else if (args[0] === "--copilotkit-out") {
+  if (!args[1]) throw new Error("--copilotkit-out needs a directory");
+  await buildCopilotKit(path.resolve(args[1]));
 } else if (args.length) {
   throw new Error("unknown arguments: " + args.join(" "));
 } else {
@@ -157,4 +196,5 @@ if (args[0] === "--check") {
   await buildAgent(path.join(web, "agent", "dist"));
   await buildReact();
   await buildExample(path.join(exampleDir, "dist"));
+  await buildCopilotKit(path.join(copilotkitDir, "dist"));
 }
