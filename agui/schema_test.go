@@ -65,13 +65,7 @@ var schemaCorpus = []string{
 // Decode refuses exactly what @ag-ui/core's own schema refuses, and names
 // the field the schema names (or one below it).
 func TestDecodeAgreesWithTheSchema(t *testing.T) {
-	if _, err := exec.LookPath("node"); err != nil {
-		testkit.Missing(t, "node is not installed; the AG-UI schema test needs it")
-	}
-	dir := filepath.Join(testkit.RepoRoot(), "testdata", "npm", "ag-ui")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@ag-ui", "core", "package.json")); err != nil {
-		t.Fatalf("the AG-UI fixture is not installed: run scripts/test-setup (npm ci in %s)", dir)
-	}
+	dir := testkit.NodeFixture(t, "ag-ui", "@ag-ui/core")
 	var inputs []json.RawMessage
 	for _, s := range schemaCorpus {
 		inputs = append(inputs, json.RawMessage(s))

@@ -32,14 +32,7 @@ import (
 
 func aguiDir(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		testkit.Missing(t, "node is not installed; the AG-UI client test needs it")
-	}
-	dir := filepath.Join(testkit.RepoRoot(), "testdata", "npm", "ag-ui")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@ag-ui", "client", "package.json")); err != nil {
-		t.Fatalf("the AG-UI client fixture is not installed: run scripts/test-setup (npm ci in %s)", dir)
-	}
-	return dir
+	return testkit.NodeFixture(t, "ag-ui", "@ag-ui/client")
 }
 
 // aguiScenario is a scenario of testdata/npm/ag-ui/scenarios.mjs running.

@@ -22,21 +22,11 @@ import (
 // pinned toolchain into a directory of the test.
 func buildCopilotKitApp(t *testing.T) string {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		testkit.Missing(t, "node not found (%v); the CopilotKit app test needs Node 20 or newer", err)
-	}
-	web, err := filepath.Abs(filepath.Join("..", "web"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(web, "node_modules", "@copilotkit", "react-core")); err != nil {
-		testkit.Missing(t, "web/node_modules is not installed (run scripts/test-setup): %v", err)
-	}
+	web := testkit.NPM(t, "web", "@copilotkit/react-core")
 	out := filepath.Join(t.TempDir(), "app")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(web, "scripts", "build.mjs"), "--copilotkit-out", out)
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(web, "scripts", "build.mjs"), "--copilotkit-out", out)
 	cmd.Env = append(os.Environ(), "NODE_OPTIONS=")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building examples/copilotkit-app: %v\n%s", err, b)
