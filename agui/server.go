@@ -372,7 +372,8 @@ type run struct {
 	made      []string // artifacts the run stored for its prompt
 }
 
-func (r *run) caller() *pb.Caller { return &pb.Caller{Subject: r.who.Subject, Via: "browser"} }
+// caller says who asks: the transcript records its prompts as via "ag-ui".
+func (r *run) caller() *pb.Caller { return &pb.Caller{Subject: r.who.Subject, Via: "ag-ui"} }
 
 func (r *run) start() error {
 	p, prompting, err := r.in.Prompt()

@@ -534,6 +534,11 @@ func TestAGUISecondRunContinues(t *testing.T) {
 	if st != 200 || len(msgs["messages"].([]any)) != 4 {
 		t.Fatalf("transcript: %d %v", st, msgs)
 	}
+	for _, m := range msgs["messages"].([]any) {
+		if m := m.(map[string]any); m["role"] == "user" && m["via"] != "ag-ui" {
+			t.Fatalf("a prompt of a run is recorded via %v, want ag-ui", m["via"])
+		}
+	}
 }
 
 // A threadId is its caller's: another subject's run with the same value

@@ -51,6 +51,9 @@ func TestAGUIRefusals(t *testing.T) {
 		fields []string
 	}{
 		{"no token", "/ag-ui/fake", aguiBody("t", "hi"), http.Header{"Authorization": {""}}, 401, "unauthorized", nil},
+		{"another origin", "/ag-ui/fake", aguiBody("t", "hi"), http.Header{"Origin": {"http://evil.example.com"}}, 403, "origin_not_allowed", nil},
+		{"another origin, a session's route", "/api/sessions/" + id + "/ag-ui", aguiBody("t", "hi"), http.Header{"Origin": {"http://evil.example.com"}}, 403, "origin_not_allowed", nil},
+		{"another host", "/ag-ui/fake", aguiBody("t", "hi"), http.Header{"Host": {"evil.example.com"}}, 403, "host_not_allowed", nil},
 		{"unknown agent", "/ag-ui/nope", aguiBody("t", "hi"), nil, 404, "unknown_agent", nil},
 		{"unknown session", "/api/sessions/nope/ag-ui", aguiBody("t", "hi"), nil, 404, "not_found", nil},
 		{"not JSON", "/ag-ui/fake", `{"threadId": `, nil, 400, "invalid_json", nil},
