@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,30 @@ func say(t *testing.T, ctx context.Context, text string) {
 		t.Fatalf("say %q: %v", text, err)
 	}
 }
+
+// chatScrolled is how far CopilotKit's message scroller is from its end,
+// in pixels ("0" at the end, and when nothing scrolls).
+const chatScrolled = `(() => {
+  const s = Array.from(document.querySelectorAll('[data-testid="chat"] *')).find(e =>
+    /(auto|scroll)/.test(getComputedStyle(e).overflowY) && e.scrollHeight > e.clientHeight);
+  return s ? String(Math.round(s.scrollHeight - s.scrollTop - s.clientHeight)) : "0";
+})()`
+
+// waitChatAtEnd waits until the chat shows its end (its scrolling smooth,
+// as a person sees it once it stops).
+func waitChatAtEnd(t *testing.T, ctx context.Context) {
+	t.Helper()
+	waitFor(t, ctx, "the chat scrolled to its end", chatScrolled, func(s string) bool { n, err := strconv.Atoi(s); return err == nil && n <= 2 })
+}
+
+// dialogAnswerable says whether the dialog's first button is what a click
+// at its middle hits (not the chat's input floating over it).
+const dialogAnswerable = `(() => {
+  const b = document.querySelector('[data-testid="agent-dialog"] button');
+  if (!b) return "no button";
+  const r = b.getBoundingClientRect();
+  return String(b.contains(document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2)));
+})()`
 
 // The CopilotKit example (CopilotKit's chat on the demo agent over AG-UI,
 // the counter from the run's shared state, its button through
@@ -107,12 +132,15 @@ func TestBrowserCopilotKitApp(t *testing.T) {
 	waitFor(t, ctx, "the agent is idle", elemText(tid("connection")), func(s string) bool { return s == "connected" })
 	say(t, ctx, "choose a colour")
 	waitFor(t, ctx, "the dialog", elemText(tid("agent-dialog")), func(s string) bool { return strings.Contains(s, "Choose a colour") })
+	waitChatAtEnd(t, ctx)
+	waitFor(t, ctx, "the dialog's answers in sight", dialogAnswerable, func(s string) bool { return s == "true" })
 	saveScreenshot(t, ctx, "copilotkit-app-dialog-1400x900", 1400, 900)
 	if err := chromedp.Do(ctx, chromedp.Click(`//*[@data-testid="agent-dialog"]//button[text()="green"]`)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, "the resumed turn", elemText(tid("chat")), func(s string) bool { return strings.Contains(s, "You chose: green.") })
 	waitFor(t, ctx, "the agent is idle", elemText(tid("connection")), func(s string) bool { return s == "connected" })
+	waitChatAtEnd(t, ctx)
 	saveScreenshot(t, ctx, "copilotkit-app-1400x900", 1400, 900)
 
 	// A reload (on a phone now) continues the thread: the same session, its
@@ -127,5 +155,6 @@ func TestBrowserCopilotKitApp(t *testing.T) {
 	if got := evalString(ctx, "location.href"); got != href {
 		t.Fatalf("the reload changed the thread: %s, was %s", got, href)
 	}
+	waitChatAtEnd(t, ctx)
 	saveScreenshot(t, ctx, "copilotkit-app-390x844", 390, 844)
 }

@@ -235,8 +235,12 @@ function Dialog({ interrupt, resolve, cancel }: DialogProps) {
   const [text, setText] = useState("");
   const box = useRef<HTMLDivElement>(null);
   useEffect(() => {
-    // A statement, not the arrow's value: newer browsers return a promise from scrollIntoView.
-    box.current?.scrollIntoView({ block: "nearest", behavior: "smooth" });
+    // The chat's input floats over the bottom of its scroller, whose content leaves room for it:
+    // scrolling the scroller to its end shows the whole dialog above the input (scrollIntoView
+    // would put the dialog's buttons under it).
+    let scroller = box.current?.parentElement;
+    while (scroller && !/(auto|scroll)/.test(getComputedStyle(scroller).overflowY)) scroller = scroller.parentElement;
+    scroller?.scrollTo({ top: scroller.scrollHeight, behavior: "smooth" });
   }, []);
   if (!i) return <></>;
   const options = i.metadata?.surfaced?.options ?? [];
