@@ -217,6 +217,12 @@ func TestFloodingAgentIsStopped(t *testing.T) {
 	if st, out := d.JSON("POST", "/api/sessions/"+id+"/prompt", map[string]any{"message": "hi"}); st != 409 || daemon.ErrCode(out) != "agent_unavailable" {
 		t.Fatalf("prompt after the stop: %d %v", st, out)
 	}
+	// An AG-UI run is refused the same way, before its stream starts.
+	if st, body := d.Do("POST", "/api/sessions/"+id+"/ag-ui", aguiBody("t", "hi")); st != 409 {
+		t.Fatalf("AG-UI run after the stop: %d %s", st, body)
+	} else if code, _ := apiError(t, body); code != "agent_unavailable" {
+		t.Fatalf("AG-UI run after the stop: %d %s", st, body)
+	}
 }
 
 // 100 000 lines on stderr make a bounded number of log records: the first
