@@ -718,3 +718,43 @@ func TestAGUIFraming(t *testing.T) {
 		t.Fatalf("frames: %+v", out)
 	}
 }
+
+// The Python example agent (examples/python-agent, not a line of it AG-UI's)
+// is an AG-UI agent: its tool call and its answer stream to the stock
+// client, and the note it adds reaches the client's state as a delta that
+// leaves it equal to GET …/state.
+func TestAGUIPythonAgent(t *testing.T) {
+	aguiDir(t)
+	py := testkit.Python3(t)
+	agent := surfaced.AgentSpec{Name: "notes", Argv: []string{py, filepath.Join(testkit.RepoRoot(), "examples", "python-agent", "agent.py")}}
+	d := daemon.Start(t, daemon.Agents(agent))
+	var r aguiResult
+	threadEnv(d, "notes", "python").run(t, &r, "run", "note eggs")
+	r.clean(t)
+	starts := r.of("TOOL_CALL_START")
+	if len(starts) != 1 || starts[0].ToolCallName != "note" || len(r.of("TOOL_CALL_RESULT")) != 1 || len(r.of("STATE_DELTA")) == 0 {
+		t.Fatalf("events: %s", r.types())
+	}
+	if !strings.Contains(r.texts(""), "Noted") {
+		t.Fatalf("texts %q", r.texts(""))
+	}
+	var mine struct {
+		Entries map[string]struct {
+			Value struct {
+				Items []string `json:"items"`
+			} `json:"value"`
+		} `json:"entries"`
+	}
+	if err := json.Unmarshal(r.State, &mine); err != nil {
+		t.Fatalf("state %s: %v", r.State, err)
+	}
+	if items := mine.Entries["surface:notes"].Value.Items; len(items) == 0 || items[len(items)-1] != "eggs" {
+		t.Fatalf("the client's state: %s", r.State)
+	}
+	var a, b any
+	_ = json.Unmarshal(r.State, &a)
+	_ = json.Unmarshal(r.StateAfter.Entries, &b)
+	if !reflect.DeepEqual(a.(map[string]any)["entries"], b) {
+		t.Fatalf("the client's state:\n%s\nGET …/state:\n%s", r.State, r.StateAfter.Entries)
+	}
+}
