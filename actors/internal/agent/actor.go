@@ -9,6 +9,7 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -220,6 +221,15 @@ func (a *agentActor) send(ctx actor.Context, m *pb.AgentSend) {
 			if w, ok := a.take(id); ok {
 				w.span.Fail(CodeWriteFailed)
 				w.span.End()
+				if errors.Is(err, proc.ErrClosed) {
+					// The process exited (or is being stopped) and this
+					// actor has not heard of it yet: the command is failed
+					// as after the exit, which ends what waited for it
+					// (a turn fails as its agent's exit, not as a lost
+					// command).
+					ctx.Send(to, &pb.AgentReply{Id: id, Failed: true})
+					return
+				}
 				// The command never reached the agent: whoever waits for
 				// its answer learns it now, not from a timeout or an exit.
 				ctx.Send(to, &pb.AgentReply{Id: id, Failed: true,
