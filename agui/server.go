@@ -224,7 +224,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 	}
 	run := &run{s: s, w: w, r: r, in: in, who: id, sessionID: sessionID}
 	if agent != "" {
-		a, err := s.rt.ResolveAgent(agent)
+		a, err := s.rt.ResolveAgentFor(id, agent)
 		if err != nil {
 			return refuse(http.StatusNotFound, codes.UnknownAgent, fmt.Sprintf("no agent is named %q here: GET /api/agents lists them", clip(agent)))
 		}

@@ -31,8 +31,8 @@ func (b bearerAuth) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // TestAccessOnEveryRoute: an agent a caller may not use is one that does
 // not exist for it, on every route that lists agents or creates sessions:
-// the HTTP API, ACP (its agent list and session/new) and MCP (list_agents
-// and create_session). demo is for the staff group and for carol by name;
+// the HTTP API, ACP (its agent list and session/new), MCP (list_agents
+// and create_session) and AG-UI (a thread's first run). demo is for the staff group and for carol by name;
 // other is open to everyone.
 func TestAccessOnEveryRoute(t *testing.T) {
 	op := idptest.StartOP(t, people)
@@ -121,6 +121,21 @@ func TestAccessOnEveryRoute(t *testing.T) {
 				}
 			} else if res["result"] == nil {
 				t.Fatalf("ACP session/new with the one agent bob may use: %v", res)
+			}
+
+			// AG-UI: a thread's first run creates its session (a run that
+			// prompts nothing: the state).
+			run := func(agent string) answer {
+				return do(t, http.MethodPost, d.URL+"/ag-ui/"+agent, c.token, `{"threadId":"access","runId":"r1","messages":[]}`)
+			}
+			aguiDemo, aguiNone := run("demo"), run("nosuch")
+			if c.demo {
+				if aguiDemo.status != http.StatusOK || !strings.Contains(string(aguiDemo.body), `"type":"RUN_FINISHED"`) {
+					t.Fatalf("POST /ag-ui/demo: %d %s", aguiDemo.status, aguiDemo.body)
+				}
+			} else if aguiDemo.status != http.StatusNotFound || aguiDemo.errorCode(t) != codes.UnknownAgent ||
+				strings.ReplaceAll(string(aguiDemo.body), "demo", "nosuch") != string(aguiNone.body) {
+				t.Fatalf("POST /ag-ui/demo: %d %s; an agent that does not exist: %d %s", aguiDemo.status, aguiDemo.body, aguiNone.status, aguiNone.body)
 			}
 
 			// MCP: list_agents and create_session.
