@@ -47,7 +47,14 @@ func NewRunSink(q *delivery.Queue, tag string, answering []string) *RunSink {
 }
 
 // Frames implements delivery.Sink.
-func (k *RunSink) Frames(_ actor.Context, frames []*pb.Frame, final bool) bool {
+func (k *RunSink) Frames(_ actor.Context, b *pb.Frames) bool {
+	frames, final := b.GetFrames(), b.GetFinal()
+	// What the subscription begins with (the replay of a resume, the
+	// sticky state) is owed the client: it counts in no queue bound.
+	push := k.q.PushFrames
+	if b.GetOwed() {
+		push = k.q.PushOwed
+	}
 	if k.done {
 		return false // the stream ends with what is queued
 	}
@@ -76,20 +83,20 @@ func (k *RunSink) Frames(_ actor.Context, frames []*pb.Frame, final bool) bool {
 	k.out = out[:0]
 	switch {
 	case k.done:
-		ok := k.q.PushFrames(out, true)
+		ok := push(out, true)
 		clear(out)
 		return ok
 	case final:
 		// The session ended every stream before the run's turn ended (it
 		// finishes a turn first; this is a safety net).
-		ok := len(out) == 0 || k.q.PushFrames(out, false)
+		ok := len(out) == 0 || push(out, false)
 		clear(out)
 		k.q.End(delivery.EndSessionGone)
 		return ok
 	case len(out) == 0:
 		return true
 	}
-	ok := k.q.PushFrames(out, false)
+	ok := push(out, false)
 	clear(out)
 	return ok
 }

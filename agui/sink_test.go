@@ -56,14 +56,14 @@ func TestRunSinkFollowsItsTurn(t *testing.T) {
 		{chatFrame(0, turnFinish(2, "end_turn")), state},
 	}
 	for i, b := range batches {
-		if !k.Frames(nil, b, false) {
+		if !k.Frames(nil, &pb.Frames{Frames: b}) {
 			t.Fatalf("batch %d refused", i)
 		}
 	}
 	if got, end := queued(q); got != "stccsc" || end != delivery.EndFinal {
 		t.Fatalf("queued %q, end %q", got, end)
 	}
-	if k.Frames(nil, []*pb.Frame{state}, false) {
+	if k.Frames(nil, &pb.Frames{Frames: []*pb.Frame{state}}) {
 		t.Fatal("the sink took frames after its turn's finish")
 	}
 }
@@ -73,12 +73,12 @@ func TestRunSinkFollowsItsTurn(t *testing.T) {
 func TestRunSinkInterrupts(t *testing.T) {
 	q := newQueue()
 	k := NewRunSink(q, "", []string{"answered"})
-	k.Frames(nil, []*pb.Frame{chatFrame(0, turnStart(5)), dialog("answered", "confirm", false), dialog("n", "notify", false)}, false)
-	k.Frames(nil, []*pb.Frame{dialog("answered", "confirm", true), chatFrame(0, partDelta("5-1-t0", text, "go on"))}, false)
+	k.Frames(nil, &pb.Frames{Frames: []*pb.Frame{chatFrame(0, turnStart(5)), dialog("answered", "confirm", false), dialog("n", "notify", false)}})
+	k.Frames(nil, &pb.Frames{Frames: []*pb.Frame{dialog("answered", "confirm", true), chatFrame(0, partDelta("5-1-t0", text, "go on"))}})
 	if got, end := queued(q); got != "cc" || end != "" {
 		t.Fatalf("queued %q, end %q", got, end)
 	}
-	k.Frames(nil, []*pb.Frame{dialog("next", "select", false), chatFrame(0, partDelta("5-1-t0", text, "more"))}, false)
+	k.Frames(nil, &pb.Frames{Frames: []*pb.Frame{dialog("next", "select", false), chatFrame(0, partDelta("5-1-t0", text, "more"))}})
 	if got, end := queued(q); got != "uc" || end != delivery.EndFinal {
 		t.Fatalf("queued %q, end %q", got, end)
 	}
@@ -89,7 +89,7 @@ func TestRunSinkInterrupts(t *testing.T) {
 func TestRunSinkSessionEnds(t *testing.T) {
 	q := newQueue()
 	k := NewRunSink(q, "", nil)
-	k.Frames(nil, []*pb.Frame{chatFrame(0, turnStart(5)), {Event: pb.EndOf("stopped")}}, true)
+	k.Frames(nil, &pb.Frames{Frames: []*pb.Frame{chatFrame(0, turnStart(5)), {Event: pb.EndOf("stopped")}}, Final: true})
 	if got, end := queued(q); got != "c" || end != delivery.EndSessionGone {
 		t.Fatalf("queued %q, end %q", got, end)
 	}
