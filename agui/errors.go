@@ -81,31 +81,9 @@ func sentence(m string) string {
 	return m
 }
 
-// statusOf is the HTTP status of a code a session answers a run's
-// requests with (codes says each code's status).
-func statusOf(code string) int {
-	switch code {
-	case codes.NotFound:
-		return http.StatusNotFound
-	case codes.SessionEnded, codes.AgentUnavailable, codes.UnknownUIRequest, codes.TurnNotReplayable:
-		return http.StatusConflict
-	case codes.RateLimited, codes.InboxFull, codes.QueueFull, codes.TooManySessions:
-		return http.StatusTooManyRequests
-	case codes.InvalidRequest, codes.EmptyPrompt, codes.ImagesNotSupported, codes.InvalidKey, codes.InvalidValue:
-		return http.StatusBadRequest
-	case codes.TooLarge:
-		return http.StatusRequestEntityTooLarge
-	case codes.SessionMoved, codes.StoreUnavailable:
-		return http.StatusServiceUnavailable
-	case codes.OutcomeUnknown:
-		return http.StatusGatewayTimeout
-	}
-	return http.StatusInternalServerError
-}
-
 // fromPB is a session's refusal.
 func fromPB(e *pb.Error) *Error {
-	st := statusOf(e.GetCode())
+	st := codes.Status(e.GetCode())
 	switch st {
 	case http.StatusNotFound:
 		return notFound()

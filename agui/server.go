@@ -13,7 +13,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -667,48 +666,17 @@ func artifactOf(p Part, sessionID string) (string, error) {
 			return "", refuse(http.StatusBadRequest, codes.InvalidField, fmt.Sprintf(
 				"%s names a file of provider %q, which surfaced cannot read: a file source here is one of this session's artifacts (att_…)", field, clip(p.Provider)), field)
 		}
-		if att, ok := validArtifactID(p.Value); ok {
+		if att, ok := artifact.Reference(p.Value); ok {
 			return att, nil
 		}
 		return "", refuse(http.StatusBadRequest, codes.InvalidField, field+" must be the id of one of this session's artifacts (att_…)", field)
 	default:
-		if att, ok := artifactOfURL(p.Value, sessionID); ok {
+		if att, ok := artifact.IDOfURL(p.Value, sessionID); ok {
 			return att, nil
 		}
 		return "", refuse(http.StatusBadRequest, codes.InvalidField, field+
 			" must be the URL of one of this session's artifacts: the daemon does not download files; send the bytes (a data source) or upload them (POST /api/sessions/{id}/artifacts)", field)
 	}
-}
-
-// artifactOfURL reads the artifact id of a URL the daemon gives out for an
-// artifact of the session: /api/sessions/{id}/artifacts/{att} or
-// /api/artifacts/{att}/content (signed or not), relative or absolute.
-func artifactOfURL(raw, sessionID string) (string, bool) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "" && u.Scheme != "http" && u.Scheme != "https") {
-		return "", false
-	}
-	segs := strings.Split(strings.Trim(u.Path, "/"), "/")
-	switch {
-	case len(segs) == 4 && segs[0] == "api" && segs[1] == "artifacts" && segs[3] == "content":
-		return validArtifactID(segs[2])
-	case len(segs) == 5 && segs[0] == "api" && segs[1] == "sessions" && segs[2] == sessionID && segs[3] == "artifacts":
-		return validArtifactID(segs[4])
-	}
-	return "", false
-}
-
-func validArtifactID(id string) (string, bool) {
-	rest, ok := strings.CutPrefix(id, "att_")
-	if !ok || rest == "" || len(id) > 128 {
-		return "", false
-	}
-	for _, c := range rest {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return "", false
-		}
-	}
-	return id, true
 }
 
 // discard deletes the artifacts a run stored for a prompt that did not go

@@ -164,7 +164,7 @@ func fileOf(field string, part chatPart, sessionID string) (chatFile, error) {
 		f.data = data
 		return f, nil
 	}
-	att, ok := artifactOfURL(raw, sessionID)
+	att, ok := artifact.IDOfURL(raw, sessionID)
 	if !ok {
 		if u, err := url.Parse(raw); err == nil && u.Scheme != "" && u.Scheme != "data" {
 			// The daemon fetches nothing on a client's word: no request to
@@ -233,39 +233,6 @@ func cutSuffixFold(s, suffix string) (string, bool) {
 		return s[:len(s)-len(suffix)], true
 	}
 	return s, false
-}
-
-// artifactOfURL reads the artifact id of a URL the daemon gives out for an
-// artifact of session sessionID: /api/sessions/{id}/artifacts/{att} or the
-// content URL /api/artifacts/{att}/content (signed or not), relative or
-// absolute. Whether the artifact is the session's is the artifact store's to
-// say.
-func artifactOfURL(raw, sessionID string) (string, bool) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "" && u.Scheme != "http" && u.Scheme != "https") {
-		return "", false
-	}
-	segs := strings.Split(strings.Trim(u.Path, "/"), "/")
-	switch {
-	case len(segs) == 4 && segs[0] == "api" && segs[1] == "artifacts" && segs[3] == "content":
-		return validArtifactID(segs[2])
-	case len(segs) == 5 && segs[0] == "api" && segs[1] == "sessions" && segs[2] == sessionID && segs[3] == "artifacts":
-		return validArtifactID(segs[4])
-	}
-	return "", false
-}
-
-func validArtifactID(id string) (string, bool) {
-	rest, ok := strings.CutPrefix(id, "att_")
-	if !ok || rest == "" || len(id) > 128 {
-		return "", false
-	}
-	for _, r := range rest {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			return "", false
-		}
-	}
-	return id, true
 }
 
 // attach makes the prompt's files attachments of the session: a data:

@@ -36,35 +36,9 @@ func apiErr(status int, code, msg string, fields ...string) *APIError {
 	return &APIError{Status: status, Code: code, Message: msg, Fields: fields}
 }
 
-// statusOf maps a session-level error code to its HTTP status.
-func statusOf(code string) int {
-	switch code {
-	case codes.NotFound:
-		return http.StatusNotFound
-	case codes.SessionEnded, codes.AgentUnavailable, codes.UnknownUIRequest, codes.TurnNotReplayable:
-		return http.StatusConflict
-	case codes.RateLimited, codes.InboxFull, codes.QueueFull, codes.TooManySessions:
-		return http.StatusTooManyRequests
-	case codes.SurfaceReadOnly:
-		return http.StatusForbidden
-	case codes.InvalidKey, codes.InvalidValue, codes.InvalidRequest, codes.EmptyPrompt, codes.ImagesNotSupported:
-		return http.StatusBadRequest
-	case codes.TooLarge:
-		return http.StatusRequestEntityTooLarge
-	case codes.SessionMoved, codes.StoreUnavailable, codes.ShuttingDown, codes.Unavailable:
-		return http.StatusServiceUnavailable
-	case codes.OutcomeUnknown:
-		return http.StatusGatewayTimeout
-	case codes.IdempotencyKeyReused:
-		return http.StatusUnprocessableEntity
-	default:
-		return http.StatusInternalServerError
-	}
-}
-
 // fromPB turns a session's refusal into an API error.
 func fromPB(e *pb.Error) *APIError {
-	st := statusOf(e.GetCode())
+	st := codes.Status(e.GetCode())
 	if st == http.StatusNotFound {
 		return notFound()
 	}
