@@ -223,7 +223,7 @@ func (a *attachment) started(ctx actor.Context) {
 // caller's and the connection's agent's (in the store, without waking the
 // session for a stranger), then subscribes the actor.
 func (a *attachment) subscribe() {
-	ctx, cancel := context.WithTimeout(a.conn.ctx, requestTimeout)
+	ctx, cancel := context.WithTimeout(a.conn.ctx, a.srv.opts.RequestTimeout)
 	defer cancel()
 	if e := a.srv.owned(ctx, a.conn, a.sessionID, a.agent); e != nil {
 		a.root.Send(a.self, &subscribed{err: e})
@@ -326,7 +326,7 @@ func (a *attachment) pump(ctx actor.Context) {
 		if cmd.abort {
 			msg = &pb.Abort{Caller: a.caller}
 		}
-		fut := ctx.RequestFuture(a.session, msg, requestTimeout)
+		fut := ctx.RequestFuture(a.session, msg, a.srv.opts.RequestTimeout)
 		ctx.ReenterAfter(fut, func(res any, err error) { a.commandDone(ctx, cmd, res, err) })
 	}
 }

@@ -54,7 +54,7 @@ func (a *attachment) ui(ev *pb.UIRequestEvent) {
 		resp := &pb.UIResponse{Caller: a.caller, Id: r.ID, Which: "cancelled"}
 		sid, rt, log := a.sessionID, a.srv.rt, a.srv.log
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), a.srv.opts.RequestTimeout)
 			defer cancel()
 			if _, err := rt.Request(ctx, sid, resp); err != nil {
 				log.Warn("acp: cancelling a dialog the editor cannot show failed", "session", sid, "err", err)
@@ -141,7 +141,7 @@ func (a *attachment) onPermission(m *permissionAnswer) {
 	}
 	sid, rt, log, conn := a.sessionID, a.srv.rt, a.srv.log, a.conn
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), a.srv.opts.RequestTimeout)
 		defer cancel()
 		res, err := rt.Request(ctx, sid, resp)
 		if err != nil {

@@ -21,9 +21,6 @@ import (
 	"github.com/surfaced/surfaced/store"
 )
 
-// requestTimeout bounds the daemon-side work of one method.
-const requestTimeout = session.DefaultRequestTimeout
-
 // dispatch routes a method to its handler. Requests are answered on their
 // route; work that may block runs on its own goroutine. session/prompt and
 // session/cancel reach the session's attachment before dispatch returns, so
@@ -254,7 +251,7 @@ func (s *Server) sessionList(c *conn, m *rpcMessage) (any, *acp.RequestError) {
 		}
 		q.Cursor = inner
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
+	ctx, cancel := context.WithTimeout(c.ctx, s.opts.RequestTimeout)
 	defer cancel()
 	page, next, err := s.rt.Store().ListSessions(ctx, q)
 	if errors.Is(err, store.ErrBadCursor) {

@@ -39,13 +39,13 @@ func (s *Server) replay(c *conn, a *attachedSession, sid string) *acp.RequestErr
 		select {
 		case <-release:
 		case <-c.done:
-		case <-time.After(requestTimeout):
+		case <-time.After(s.opts.RequestTimeout):
 		}
 		if mark > 0 {
 			c.waitWritten(sid, mark, replayDeliveryWait)
 		}
 	}()
-	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
+	ctx, cancel := context.WithTimeout(c.ctx, s.opts.RequestTimeout)
 	defer cancel()
 	res, err := s.rt.Request(ctx, sid, &pb.GetMessages{Caller: &pb.Caller{Subject: c.subject, Via: "acp"}})
 	if err != nil {

@@ -38,7 +38,7 @@ func (s *Server) sessionNew(c *conn, m *rpcMessage) (any, *acp.RequestError) {
 	if !c.hasRoomForAnother() {
 		return nil, errTooManySessionsOnConnection(s.opts.SessionsPerConnection)
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
+	ctx, cancel := context.WithTimeout(c.ctx, s.opts.RequestTimeout)
 	defer cancel()
 	id, err := s.rt.CreateSession(ctx, surfaced.CreateOptions{Owner: c.subject, Groups: c.groups, Agent: spec.Name, Cwd: cwd})
 	var quota *surfaced.QuotaError
@@ -124,7 +124,7 @@ func (s *Server) sessionClose(c *conn, m *rpcMessage) (any, *acp.RequestError) {
 		select {
 		case <-done:
 		case <-c.done:
-		case <-time.After(requestTimeout):
+		case <-time.After(s.opts.RequestTimeout):
 		}
 		return struct{}{}, nil
 	}
@@ -132,7 +132,7 @@ func (s *Server) sessionClose(c *conn, m *rpcMessage) (any, *acp.RequestError) {
 	if e != nil {
 		return nil, e
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
+	ctx, cancel := context.WithTimeout(c.ctx, s.opts.RequestTimeout)
 	defer cancel()
 	if e := s.owned(ctx, c, sid, spec.Name); e != nil {
 		return nil, e

@@ -16,6 +16,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/surfaced/surfaced"
+	"github.com/surfaced/surfaced/actors/session"
 	"github.com/surfaced/surfaced/identity"
 	"github.com/surfaced/surfaced/internal/delivery"
 )
@@ -74,6 +75,9 @@ type Options struct {
 	BufferAge   time.Duration
 	// KeepAlive is the interval of the SSE ":" comment (15 s).
 	KeepAlive time.Duration
+	// RequestTimeout bounds the daemon-side work of one method, and each
+	// request to a session (limits.request_timeout; 30 s).
+	RequestTimeout time.Duration
 	// IdleTimeout closes a connection that has had no stream reader and no
 	// request for this long (5 min): its client is gone.
 	IdleTimeout time.Duration
@@ -138,6 +142,9 @@ func New(o Options) *Server {
 	}
 	if s.opts.KeepAlive <= 0 {
 		s.opts.KeepAlive = DefaultKeepAlive
+	}
+	if s.opts.RequestTimeout <= 0 {
+		s.opts.RequestTimeout = session.DefaultRequestTimeout
 	}
 	if s.opts.IdleTimeout <= 0 {
 		s.opts.IdleTimeout = DefaultIdleTimeout

@@ -100,6 +100,7 @@ func newACPMount(f *config.File, rt *surfaced.Runtime, g *guard.Guard, gl config
 		ConnectionsPerSubject: s.ConnectionsPerSubject,
 		SessionsPerConnection: s.SessionsPerConnection,
 		KeepAlive:             gl.SSEKeepalive,
+		RequestTimeout:        gl.RequestTimeout,
 		BodyBytes:             gl.PromptBodyBytes,
 		Revoker:               g,
 		Props:                 props,

@@ -212,6 +212,9 @@ func Start(t testing.TB, opts ...Option) *Daemon {
 
 	ao := s.acp
 	ao.Runtime, ao.Revoker = rt, g
+	if ao.RequestTimeout == 0 {
+		ao.RequestTimeout = s.gateway.RequestTimeout
+	}
 	if ao.Logger == nil {
 		ao.Logger = s.cfg.Logger
 	}
