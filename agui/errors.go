@@ -2,7 +2,6 @@ package agui
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"github.com/surfaced/surfaced/actors/session"
 	"github.com/surfaced/surfaced/artifact"
 	"github.com/surfaced/surfaced/codes"
+	"github.com/surfaced/surfaced/internal/plainjson"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 	"github.com/surfaced/surfaced/store"
 )
@@ -48,7 +48,8 @@ func (e *Error) write(w http.ResponseWriter) {
 		Fields     []string `json:"fields,omitempty"`
 		RetryAfter int      `json:"retryAfter,omitempty"`
 	}
-	_ = json.NewEncoder(w).Encode(map[string]body{"error": {e.Code, e.Message, e.Fields, e.RetryAfter}})
+	b, _ := plainjson.Marshal(map[string]body{"error": {e.Code, e.Message, e.Fields, e.RetryAfter}})
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // storeRetryAfter is the Retry-After of a change the store could not take:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wI2L/jsondiff"
 
+	"github.com/surfaced/surfaced/internal/plainjson"
 	pb "github.com/surfaced/surfaced/proto/surfaced/v1"
 )
 
@@ -281,15 +282,7 @@ func diff(p *patch, prefix string, from, to []byte) error {
 }
 
 // marshal writes a value as JSON.stringify would (no HTML escaping).
-func marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	e := json.NewEncoder(&b)
-	e.SetEscapeHTML(false)
-	if err := e.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
+func marshal(v any) ([]byte, error) { return plainjson.Marshal(v) }
 
 func unmarshalNumbers(data []byte, v any) error {
 	d := json.NewDecoder(bytes.NewReader(data))

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -237,14 +236,14 @@ func TestInspectRefusals(t *testing.T) {
 func TestRunDevServesTheInspector(t *testing.T) {
 	agent := testkit.FakeAgent(t)
 	const token = "inspect-e2e-token-0123456789abcdef"
-	start := func(dev bool) (base string, cmd *exec.Cmd, stderr *lockedBuffer) {
+	start := func(dev bool) (base string, cmd *exec.Cmd, stderr *syncBuffer) {
 		args := []string{"run", "--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--token", token}
 		if dev {
 			args = append(args, "--dev")
 		}
 		cmd = exec.Command(testkit.Build(t, "./cmd/surfaced"), append(append(args, "--"), agent...)...)
 		stdout, _ := cmd.StdoutPipe()
-		stderr = &lockedBuffer{}
+		stderr = &syncBuffer{}
 		cmd.Stderr = stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -355,24 +354,6 @@ func TestRunDevServesTheInspector(t *testing.T) {
 	if strings.Contains(stderr.String(), "development mode") {
 		t.Errorf("dev mode announced without --dev:\n%s", stderr)
 	}
-}
-
-// lockedBuffer is an io.Writer safe to read while a process writes to it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // endedLinger lets an ended session's actor go soon.

@@ -210,8 +210,8 @@ func startPlainServer(b *testing.B) *daemonProc {
 	agent := testkit.Build(b, "./examples/surface-demo-agent")
 	cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--data-dir", b.TempDir(), "--agent", agent)
 	stdout, _ := cmd.StdoutPipe()
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func startPlainServer(b *testing.B) *daemonProc {
 		b.Fatalf("plainserver's first line %q (%v); stderr:\n%s", line, err, stderr.String())
 	}
 	go func() { _, _ = io.Copy(io.Discard, r) }()
-	return &daemonProc{cmd: cmd, url: u, base: strings.TrimSuffix(u, "/"), stderr: &stderr}
+	return &daemonProc{cmd: cmd, url: u, base: strings.TrimSuffix(u, "/"), stderr: stderr}
 }
 
 // runCommandLoads starts a server, creates loadSessions demo sessions,

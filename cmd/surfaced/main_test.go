@@ -22,7 +22,7 @@ type daemonProc struct {
 	url    string // the start URL printed
 	base   string
 	token  string
-	stderr *strings.Builder
+	stderr *syncBuffer // the daemon writes it while a test reads it
 }
 
 func startBinary(t testing.TB, args ...string) *daemonProc {
@@ -40,8 +40,8 @@ func startBinaryEnv(t testing.TB, env []string, args ...string) *daemonProc {
 		cmd.Env = append(os.Environ(), env...)
 	}
 	stdout, _ := cmd.StdoutPipe()
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func startBinaryEnv(t testing.TB, env []string, args ...string) *daemonProc {
 		if !ok {
 			t.Fatalf("first stdout line %q; stderr:\n%s", line, stderr.String())
 		}
-		p := &daemonProc{cmd: cmd, url: u, stderr: &stderr}
+		p := &daemonProc{cmd: cmd, url: u, stderr: stderr}
 		p.base, p.token, _ = strings.Cut(u, "/?token=")
 		return p
 	case <-time.After(90 * time.Second):

@@ -62,7 +62,10 @@ export function mount(root, api) {
     const hasSnapshot = sf.rev >= 0;
     const st = sf.state && typeof sf.state === "object" ? sf.state : {};
     const nodes = [];
-    if (!sf.available) nodes.push(sf.settling ? waiting : degraded);
+    if (!sf.available) {
+      degraded.textContent = sf.ended ? "The session has ended: demo is read-only." : "demo surface unavailable (read-only)";
+      nodes.push(sf.settling ? waiting : degraded);
+    }
     if (sf.available || hasSnapshot) {
       count.textContent = "count: " + (hasSnapshot && st.count !== undefined ? String(st.count) : "—");
       nodes.push(count);
