@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -221,9 +222,10 @@ func (a *agentActor) send(ctx actor.Context, m *pb.AgentSend) {
 			if w, ok := a.take(id); ok {
 				w.span.Fail(CodeWriteFailed)
 				w.span.End()
-				if errors.Is(err, proc.ErrClosed) {
-					// The process exited (or is being stopped) and this
-					// actor has not heard of it yet: the command is failed
+				if errors.Is(err, proc.ErrClosed) || errors.Is(err, syscall.EPIPE) {
+					// The process exited (or is being stopped, or closed
+					// its stdin on its way out: EPIPE) and this actor has
+					// not heard of it yet: the command is failed
 					// as after the exit, which ends what waited for it
 					// (a turn fails as its agent's exit, not as a lost
 					// command).
