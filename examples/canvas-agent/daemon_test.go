@@ -45,6 +45,8 @@ type fakeDaemon struct {
 	nextID    int
 	pending   map[string]chan agentproc.SurfaceDispatchResult
 	commands  chan domainCommand
+	stopped   <-chan struct{} // closed when the test is over
+	handlers  sync.WaitGroup  // the agent's surface_commands in flight
 	pageSize  int
 	failList  bool
 }
@@ -75,6 +77,7 @@ func startCanvas(t *testing.T, model agentkit.Model, seed ...[]byte) (*fakeDaemo
 	c := &Canvas{}
 	agent := newAgent(model, testLogger(t), c)
 	ctx, cancel := context.WithCancel(context.Background())
+	d.stopped = ctx.Done()
 	runDone := make(chan error, 1)
 	go func() {
 		err := agent.Run(ctx, inR, outW)
@@ -107,6 +110,7 @@ func startCanvas(t *testing.T, model agentkit.Model, seed ...[]byte) (*fakeDaemo
 		<-readDone
 		<-domainDone
 		<-writeDone
+		d.handlers.Wait() // a surface_command the agent left behind ends with the test
 	})
 	// The hydration (the sync OnReady runs) is the first command; tests
 	// start once it is committed, so that it never races their own commands.
@@ -151,7 +155,10 @@ func (d *fakeDaemon) send(v any) {
 		d.t.Errorf("encode %T: %v", v, err)
 		return
 	}
-	d.out <- append(b, '\n')
+	select {
+	case d.out <- append(b, '\n'):
+	case <-d.stopped:
+	}
 }
 
 func (d *fakeDaemon) write(ctx context.Context) {
@@ -216,10 +223,10 @@ func (d *fakeDaemon) handle(line []byte) {
 	case agentproc.TypeSurfaceCommand:
 		var m agentproc.SurfaceCommand
 		_ = json.Unmarshal(line, &m)
-		go func() {
+		d.handlers.Go(func() {
 			r := d.command(m.Action, m.Args)
 			d.send(agentproc.SurfaceCommandResult{Type: agentproc.TypeSurfaceCommandResult, ID: m.ID, OK: r.OK, Data: r.Data, Error: r.Error})
-		}()
+		})
 	case agentproc.TypeSurfaceGet:
 		d.mu.Lock()
 		st, rev := d.state, d.rev
@@ -302,6 +309,8 @@ func (d *fakeDaemon) command(action string, args any) agentproc.Result {
 	c := domainCommand{action: action, args: raw, answer: make(chan agentproc.Result, 1)}
 	select {
 	case d.commands <- c:
+	case <-d.stopped:
+		return agentproc.Result{Error: &agentproc.ErrorBody{Code: "agent_unavailable"}}
 	case <-time.After(15 * time.Second):
 		return agentproc.Result{Error: &agentproc.ErrorBody{Code: "timeout"}}
 	}

@@ -288,7 +288,7 @@ func TestBrokenAgents(t *testing.T) {
 				t.Fatalf("the check passed:\n%s", written(rep))
 			}
 			if tc.steps != "" && outcomes(rep) != tc.steps {
-				t.Errorf("steps %s, want %s", outcomes(rep), tc.steps)
+				t.Errorf("steps %s, want %s:\n%s", outcomes(rep), tc.steps, written(rep))
 			}
 			s := rep.Step(tc.step)
 			if s == nil || s.Outcome != Failed || len(s.Problems) == 0 {
