@@ -24,8 +24,10 @@ type Config struct {
 	// loads it when the cluster names it (ClusterInit).
 	Record store.Session
 	Deps   *Deps
-	// OnStopping is called when the actor begins to stop, so that the
-	// directory sends the next request to a new activation.
+	// OnStopping is called when the actor decides to leave (before the
+	// Stop that asked for it is answered) and again when it begins to
+	// stop, so that the directory sends the next request to a new
+	// activation. It must be idempotent.
 	OnStopping func(pid *actor.PID)
 	// MayLeave, when set, is asked before an idle session stops (sleeps,
 	// or an ended one after its linger): false while a request is on its

@@ -158,8 +158,8 @@ func (s *sessionActor) finishDrain(ctx actor.Context) {
 		s.endStream(dr.stop.GetReason())
 	}
 	s.flush(ctx)
-	s.answerStops(ctx)
 	s.leave(ctx)
+	s.answerStops(ctx)
 }
 
 // answerStops answers the Stop requests the drain holds: the session

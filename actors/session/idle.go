@@ -167,9 +167,18 @@ func (s *sessionActor) goIdle(ctx actor.Context) {
 }
 
 // leave stops the actor once the message being handled is done; its idle
-// clock stops with it.
+// clock stops with it. The directory forgets the activation here, before
+// whoever asked for the stop is answered: protoactor drops, unanswered,
+// what reaches a mailbox after the actor has stopped, so a request sent
+// once the stop is answered must start a new activation, not find this
+// one. Its scratch directory is let go first for the same reason: the next
+// activation makes it again, and must not see this one remove it.
 func (s *sessionActor) leave(ctx actor.Context) {
 	s.idle.off = true
 	s.stopIdleTimer()
+	s.dropScratch(false)
+	if s.cfg.OnStopping != nil {
+		s.cfg.OnStopping(ctx.Self())
+	}
 	ctx.Stop(ctx.Self())
 }

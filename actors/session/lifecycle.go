@@ -184,8 +184,8 @@ func (s *sessionActor) stop(ctx actor.Context, m *pb.Stop) {
 	case StopDeleted:
 		s.end(ctx, StopDeleted, "", "")
 		s.flush(ctx)
-		ctx.Respond(&pb.StopResult{Ok: true})
 		s.leave(ctx)
+		ctx.Respond(&pb.StopResult{Ok: true})
 	case "shutdown", "idle", "moved":
 		s.startDrain(ctx, m)
 	default:
@@ -205,8 +205,8 @@ func (s *sessionActor) stopEnded(ctx actor.Context, m *pb.Stop) {
 	case "shutdown", "idle", "moved", StopDeleted:
 		s.endStream(m.GetReason())
 		s.flush(ctx)
-		ctx.Respond(&pb.StopResult{Ok: true})
 		s.leave(ctx)
+		ctx.Respond(&pb.StopResult{Ok: true})
 	default:
 		ctx.Respond(&pb.StopResult{Ok: true})
 	}
