@@ -54,6 +54,9 @@ func (b *bindings) serve(w http.ResponseWriter, r *http.Request, id identity.Ide
 			return
 		}
 		defer b.leave(sid, r.Method == http.MethodDelete)
+		if b.s.serveFast(w, r, false) {
+			return
+		}
 		b.s.stateful.ServeHTTP(w, r)
 		return
 	}
@@ -198,6 +201,7 @@ func (b *bindings) close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.closed = true
+	clear(b.byID) // the SDK's sessions close next: a request naming one is 404
 	if b.timer != nil {
 		b.timer.Stop()
 	}

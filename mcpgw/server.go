@@ -78,6 +78,7 @@ type Server struct {
 	opts      Options
 	path      string
 	mcp       *mcp.Server
+	impl      *mcp.Implementation // serverInfo, in every stateless result's _meta
 	stateful  http.Handler
 	stateless http.Handler
 	bindings  *bindings
@@ -125,7 +126,8 @@ func New(o Options) *Server {
 		s.path = DefaultPath
 	}
 	s.subs = newSubscriptions(s)
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: o.Name, Title: "surfaced", Version: o.Version}, &mcp.ServerOptions{
+	s.impl = &mcp.Implementation{Name: o.Name, Title: "surfaced", Version: o.Version}
+	s.mcp = mcp.NewServer(s.impl, &mcp.ServerOptions{
 		Instructions: instructions,
 		// The SDK's own log is about its transport; ours says what happened
 		// to a session.
@@ -241,6 +243,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get("Mcp-Session-Id")
 	s.log.Debug("mcp request", "method", r.Method, "path", r.URL.Path, "mcp_session", sid, "version", r.Header.Get("Mcp-Protocol-Version"), "subject", id.Subject)
 	if sid == "" && r.Header.Get("Mcp-Protocol-Version") >= statelessVersion {
+		if s.serveFast(w, r, true) {
+			return
+		}
 		s.stateless.ServeHTTP(w, r)
 		return
 	}
