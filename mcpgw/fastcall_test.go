@@ -2,14 +2,12 @@ package mcpgw_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/surfaced/surfaced/internal/testkit/daemon"
 )
@@ -20,27 +18,7 @@ import (
 // came.
 func post(t *testing.T, d *daemon.Daemon, body string, hdr map[string]string) (int, string, map[string]any, string) {
 	t.Helper()
-	req, err := http.NewRequest("POST", d.MCPURL, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range withHeaders(map[string]string{"Authorization": "Bearer " + d.Token, "Content-Type": "application/json",
-		"Accept": "application/json, text/event-stream"}, v2026("tools/call", "run_command")) {
-		req.Header.Set(k, v)
-	}
-	for k, v := range hdr {
-		if v == "" {
-			req.Header.Del(k)
-		} else {
-			req.Header.Set(k, v)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := send(t, d, "/mcp", body, withHeaders(v2026("tools/call", "run_command"), hdr))
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	data := string(b)
@@ -85,14 +63,7 @@ func statefulCall(id, args, extraMeta string) string {
 func initialize(t *testing.T, d *daemon.Daemon) map[string]string {
 	t.Helper()
 	hdr := map[string]string{"Mcp-Protocol-Version": "", "Mcp-Method": "", "Mcp-Name": ""}
-	req, _ := http.NewRequest("POST", d.MCPURL, strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"plain","version":"1"}}}`))
-	req.Header.Set("Authorization", "Bearer "+d.Token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := send(t, d, "/mcp", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"plain","version":"1"}}}`, nil)
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	sid := resp.Header.Get("Mcp-Session-Id")

@@ -23,30 +23,7 @@ import (
 // messages (the SSE events' data, or the JSON body).
 func raw(t *testing.T, d *daemon.Daemon, path, body string, hdr map[string]string) (int, []map[string]any, string) {
 	t.Helper()
-	req, err := http.NewRequest("POST", d.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+d.Token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range hdr {
-		if v == "" {
-			req.Header.Del(k)
-			continue
-		}
-		if k == "Host" {
-			req.Host = v
-			continue
-		}
-		req.Header.Set(k, v)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := send(t, d, path, body, hdr)
 	defer resp.Body.Close()
 	var msgs []map[string]any
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
@@ -70,6 +47,37 @@ func raw(t *testing.T, d *daemon.Daemon, path, body string, hdr map[string]strin
 		msgs = append(msgs, m)
 	}
 	return resp.StatusCode, msgs, string(b)
+}
+
+// send posts body to the mount with the token, a JSON body's headers and
+// the headers given (an empty value removes one; "Host" sets the request's
+// host), within 20 s.
+func send(t *testing.T, d *daemon.Daemon, path, body string, hdr map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest("POST", d.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+d.Token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range hdr {
+		switch {
+		case v == "":
+			req.Header.Del(k)
+		case k == "Host":
+			req.Host = v
+		default:
+			req.Header.Set(k, v)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
 
 // v2026 are the headers of a stateless request.
