@@ -208,3 +208,31 @@ func TestEndedSessionLingersFromItsEnd(t *testing.T) {
 	u.advance(time.Millisecond)
 	testkit.Eventually(t, 10*time.Second, func() bool { return u.gone.Load() == 1 }, "the ended session's actor gone after its linger")
 }
+
+// A session stopped by a Stop (to sleep, or deleted) has let go of the
+// directory by the time the Stop is answered: the next request starts a
+// new activation rather than reach the stopping one's mailbox, where
+// protoactor drops it unanswered (agent check's restart met that as a
+// request that timed out, under load).
+func TestStoppedSessionLeavesTheDirectoryBeforeTheAnswer(t *testing.T) {
+	u := newUnwatched(t, session.Limits{IdleTimeout: time.Hour})
+	for _, reason := range []string{"idle", session.StopDeleted} {
+		u.ready()
+		old := u.dir.Lookup(u.id)
+		if old == nil {
+			t.Fatal("no live activation")
+		}
+		if r := u.req(&pb.Stop{Caller: &pb.Caller{System: true}, Reason: reason}).(*pb.StopResult); !r.GetOk() {
+			t.Fatalf("stop %s: %v", reason, r)
+		}
+		if pid := u.dir.Lookup(u.id); pid != nil {
+			t.Fatalf("stop %s answered while the directory still routes to %v", reason, pid)
+		}
+		if st := u.summary().GetStatus(); reason == "idle" && st == session.StatusEnded {
+			t.Fatalf("after stop %s: %s", reason, st)
+		}
+		if pid := u.dir.Lookup(u.id); pid == nil || pid.Equal(old) {
+			t.Fatalf("after stop %s: routed to %v (was %v)", reason, pid, old)
+		}
+	}
+}
