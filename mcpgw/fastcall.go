@@ -157,7 +157,13 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, stateless boo
 		}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
 		return false
 	}
-	c, ok := parseFastCall(r.Header, body, stateless)
+	// A stateful request names its method only in its body: a scan for the
+	// tool's name spares the other requests (a prompt of megabytes) a
+	// decode before the SDK's own.
+	c, ok := fastCall{}, stateless || bytes.Contains(body, runCommandName)
+	if ok {
+		c, ok = parseFastCall(r.Header, body, stateless)
+	}
 	if !ok {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		return false
@@ -186,6 +192,8 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, stateless boo
 	_, _ = w.Write(buf)
 	return true
 }
+
+var runCommandName = []byte(`"` + runCommandTool.Name + `"`)
 
 type fastResponse struct {
 	JSONRPC string              `json:"jsonrpc"`
