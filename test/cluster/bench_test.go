@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +35,19 @@ func (nd *node) post(path string) (int, error) {
 	return resp.StatusCode, nil
 }
 
+// benchConfig is the daemons' flags for a benchmark: one session takes
+// commands as fast as a client sends them (the default
+// limits.commands_per_second, 1000 per session, is below what one client
+// sends one after the other on a quiet machine, and its 429s would end the
+// benchmark).
+func benchConfig(b testing.TB) []string {
+	p := filepath.Join(b.TempDir(), "bench.yaml")
+	if err := os.WriteFile(p, []byte("limits:\n  commands_per_second: 1000000\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return []string{"--config", p}
+}
+
 // demoRev is the current rev of the session's demo surface.
 func demoRev(b testing.TB, nd *node, id string) int {
 	_, rev := finalCount(b, nd, id)
@@ -44,9 +58,12 @@ func demoRev(b testing.TB, nd *node, id string) int {
 // on an SSE stream open on the same node as the client. same-node: the
 // session lives on that node; cross-node: on another one (the command and
 // every frame cross the cluster). single: one daemon without a cluster, on
-// the same store, for reference.
+// the same store, for reference. remote-hop and local-hop: protoactor's own
+// request/response to another process and within this one, the baseline of
+// what cross-node adds.
 func BenchmarkClusterCommandToSnapshot(b *testing.B) {
 	e := newEnv(b, "automanaged", 3)
+	e.extra = benchConfig(b)
 	e.startAll(3)
 	a := e.nodes[0]
 	var local, remote string
@@ -62,11 +79,15 @@ func BenchmarkClusterCommandToSnapshot(b *testing.B) {
 	}
 	s := newEnv(b, "", 1)
 	s.dsn = e.dsn
+	s.extra = benchConfig(b)
 	single := s.start(0)
 	alone := single.create(b)
 	b.Run("same-node", func(b *testing.B) { commandToSnapshot(b, a, local) })
 	b.Run("cross-node", func(b *testing.B) { commandToSnapshot(b, a, remote) })
 	b.Run("single", func(b *testing.B) { commandToSnapshot(b, single, alone) })
+	// The baseline of cross-node − same-node (remotehop_bench_test.go).
+	b.Run("remote-hop", func(b *testing.B) { remoteHop(b, true) })
+	b.Run("local-hop", func(b *testing.B) { remoteHop(b, false) })
 }
 
 func commandToSnapshot(b *testing.B, nd *node, id string) {
@@ -121,6 +142,7 @@ func BenchmarkClusterThroughput(b *testing.B) {
 	}
 	for _, n := range []int{1, 3} {
 		e := newEnv(b, "automanaged", n)
+		e.extra = benchConfig(b)
 		e.startAll(n)
 		base := 0
 		for _, nd := range e.nodes {

@@ -30,7 +30,12 @@ import (
 
 // The tests run under pgtest.Main, which stops the shared PostgreSQL after
 // them; then every goroutine they started has ended.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(mainRun{m}) }
+func TestMain(m *testing.M) {
+	if os.Getenv(echoEnv) != "" {
+		os.Exit(echoMain()) // the other process of BenchmarkClusterCommandToSnapshot/remote-hop
+	}
+	goleak.VerifyTestMain(mainRun{m})
+}
 
 type mainRun struct{ m *testing.M }
 
