@@ -233,24 +233,78 @@ func (l *Local) StopAll(ctx context.Context, reason string) {
 }
 
 // StopEach asks each session actor to stop for reason, all at once, and
-// waits until each has stopped or ctx's deadline (10 s without one) passes.
-// The requests are all sent first and their futures then waited on in
-// turn: a future needs no goroutine, so stopping ten thousand sessions
-// does not start ten thousand. A session finishes what it started first
-// (the writes in flight for a request) for at most three quarters of that
-// time: the rest is for the writes and the stops that follow.
+// waits until each has answered or terminated, or ctx's deadline (10 s
+// without one) passes. One actor sends the requests and watches the
+// sessions; their answers come back to it as continuations, so stopping ten
+// thousand sessions starts no goroutine per session. A session finishes
+// what it started first (the writes in flight for a request) for at most
+// three quarters of that time: the rest is for the writes and the stops
+// that follow.
+//
+// A session that is already stopping on its own (its lease lost, idle,
+// ended) never answers: protoactor drops what reaches a stopping mailbox.
+// Its termination counts as its answer (a stopping actor answers a Watch
+// with Terminated at once, a gone one through its dead letters); waiting
+// for the answer alone, a rejoin waited its whole 30 s on such a session
+// while every request through the node waited for the rejoin.
 func StopEach(ctx context.Context, root *actor.RootContext, pids []*actor.PID, reason string) {
 	timeout := 10 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	drainBy := time.Now().Add(timeout * 3 / 4).UnixMilli()
-	futures := make([]*actor.Future, len(pids))
-	for i, pid := range pids {
-		futures[i] = root.RequestFuture(pid, &pb.Stop{Caller: &pb.Caller{System: true}, Reason: reason, DeadlineMs: drainBy}, timeout)
+	if len(pids) == 0 || timeout <= 0 {
+		return
 	}
-	for _, f := range futures {
-		_, _ = f.Result()
+	s := &stopper{pids: pids, timeout: timeout, done: make(chan struct{}), pending: make(map[string]bool, len(pids)),
+		stop: &pb.Stop{Caller: &pb.Caller{System: true}, Reason: reason, DeadlineMs: time.Now().Add(timeout * 3 / 4).UnixMilli()}}
+	pid := root.Spawn(actor.PropsFromProducer(func() actor.Actor { return s }))
+	select {
+	case <-s.done:
+	case <-time.After(timeout + time.Second): // the futures time out first; this only bounds a stopper that was never run
+		root.Stop(pid)
+	}
+}
+
+// stopper is StopEach's actor: it asks every session to stop and watches
+// each, and is done when each has answered, terminated or timed out.
+type stopper struct {
+	pids    []*actor.PID
+	stop    *pb.Stop
+	timeout time.Duration
+	pending map[string]bool // by PID key
+	done    chan struct{}
+}
+
+func (s *stopper) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		s.ask(ctx)
+	case *actor.Terminated:
+		s.settled(ctx, m.GetWho())
+	}
+}
+
+func (s *stopper) ask(ctx actor.Context) {
+	for _, pid := range s.pids {
+		s.pending[pid.String()] = true
+	}
+	for _, pid := range s.pids {
+		ctx.Watch(pid)
+		f := ctx.RequestFuture(pid, s.stop, s.timeout)
+		ctx.ReenterAfter(f, func(any, error) { s.settled(ctx, pid) })
+	}
+}
+
+// settled marks pid as stopped (it answered, terminated, or its time ran
+// out); the last one ends the wait.
+func (s *stopper) settled(ctx actor.Context, pid *actor.PID) {
+	if !s.pending[pid.String()] {
+		return
+	}
+	delete(s.pending, pid.String())
+	if len(s.pending) == 0 {
+		close(s.done)
+		ctx.Stop(ctx.Self())
 	}
 }
 

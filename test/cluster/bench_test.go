@@ -66,17 +66,7 @@ func BenchmarkClusterCommandToSnapshot(b *testing.B) {
 	e.extra = benchConfig(b)
 	e.startAll(3)
 	a := e.nodes[0]
-	var local, remote string
-	for local == "" || remote == "" {
-		id := a.create(b)
-		if e.hostOf(b, a, id) == a {
-			if local == "" {
-				local = id
-			}
-		} else if remote == "" {
-			remote = id
-		}
-	}
+	local, remote := e.localAndRemote(b, a)
 	s := newEnv(b, "", 1)
 	s.dsn = e.dsn
 	s.extra = benchConfig(b)
@@ -122,10 +112,31 @@ func commandToSnapshot(b *testing.B, nd *node, id string) {
 		samples = append(samples, time.Since(t0))
 	}
 	b.StopTimer()
+	reportLatency(b, samples)
+}
+
+// reportLatency reports the p50 and p99 of samples.
+func reportLatency(b *testing.B, samples []time.Duration) {
 	slices.Sort(samples)
 	q := func(p float64) float64 { return float64(samples[int(float64(len(samples)-1)*p)].Microseconds()) }
 	b.ReportMetric(q(0.50), "p50-µs")
 	b.ReportMetric(q(0.99), "p99-µs")
+}
+
+// localAndRemote creates sessions through node a until it has one a hosts
+// and one another node hosts.
+func (e *env) localAndRemote(b testing.TB, a *node) (local, remote string) {
+	for local == "" || remote == "" {
+		id := a.create(b)
+		if e.hostOf(b, a, id) == a {
+			if local == "" {
+				local = id
+			}
+		} else if remote == "" {
+			remote = id
+		}
+	}
+	return local, remote
 }
 
 // Throughput of a 3-node cluster against a 1-node cluster (same code path,

@@ -117,7 +117,8 @@ func TestFrozenNodeRejoins(t *testing.T) {
 	t0 := time.Now()
 	st, out, err := host.command(id, "demo", "increment")
 	if st != 200 || err != nil || out["ok"] != true {
-		t.Fatalf("a command through the node as it woke: %d %v %v after %s", st, out, err, time.Since(t0).Round(time.Millisecond))
+		took := time.Since(t0).Round(time.Millisecond)
+		t.Fatalf("a command through the node as it woke: %d %v %v after %s; the node's goroutines then:\n%s", st, out, err, took, host.goroutines())
 	}
 	l.record(out)
 	t.Logf("a command through the node as it woke: answered in %s", time.Since(t0).Round(time.Millisecond))

@@ -244,6 +244,26 @@ func (nd *node) kill9() {
 	<-nd.exited
 }
 
+// goroutines makes the node print every goroutine's stack and exit
+// (SIGQUIT), and returns what it printed: what a hung node was doing.
+func (nd *node) goroutines() string {
+	if nd.dead() {
+		return "(the node had exited)"
+	}
+	nd.logMu.Lock()
+	from := nd.log.Len()
+	nd.logMu.Unlock()
+	_ = nd.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-nd.exited:
+	case <-time.After(10 * time.Second):
+		nd.kill9()
+	}
+	nd.logMu.Lock()
+	defer nd.logMu.Unlock()
+	return nd.log.String()[from:]
+}
+
 // stop asks the node to shut down (SIGTERM) and waits.
 func (nd *node) stop() {
 	_ = nd.cmd.Process.Signal(syscall.SIGTERM)

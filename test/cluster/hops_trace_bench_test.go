@@ -47,17 +47,7 @@ func BenchmarkClusterCommandHops(b *testing.B) {
 	e.extra = []string{"--config", cfg}
 	e.startAll(3)
 	a := e.nodes[0]
-	var local, remote string
-	for local == "" || remote == "" {
-		id := a.create(b)
-		if e.hostOf(b, a, id) == a {
-			if local == "" {
-				local = id
-			}
-		} else if remote == "" {
-			remote = id
-		}
-	}
+	local, remote := e.localAndRemote(b, a)
 	for _, c := range []struct{ name, id string }{{"same-node", local}, {"cross-node", remote}} {
 		b.Run(c.name, func(b *testing.B) {
 			col.reset()

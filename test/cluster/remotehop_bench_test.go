@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,8 +120,5 @@ func remoteHop(b *testing.B, remoteHop bool) {
 		samples = append(samples, time.Since(t0))
 	}
 	b.StopTimer()
-	slices.Sort(samples)
-	q := func(p float64) float64 { return float64(samples[int(float64(len(samples)-1)*p)].Microseconds()) }
-	b.ReportMetric(q(0.50), "p50-µs")
-	b.ReportMetric(q(0.99), "p99-µs")
+	reportLatency(b, samples)
 }
