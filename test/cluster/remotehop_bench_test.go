@@ -63,8 +63,8 @@ func echo(ctx actor.Context) {
 }
 
 // remoteHop measures request/response round trips from this process to
-// the echo actor of another process (remote: true) or of this one.
-func remoteHop(b *testing.B, remoteHop bool) {
+// the echo actor of another process (crossProcess) or of this one.
+func remoteHop(b *testing.B, crossProcess bool) {
 	sys := quietSystem()
 	r := remote.NewRemote(sys, remote.Configure("127.0.0.1", 0))
 	r.Start()
@@ -74,7 +74,7 @@ func remoteHop(b *testing.B, remoteHop bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if remoteHop {
+	if crossProcess {
 		exe, err := os.Executable()
 		if err != nil {
 			b.Fatal(err)
