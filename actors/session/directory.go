@@ -329,11 +329,20 @@ func (l *Local) arrived(id string, pid *actor.PID) {
 // request is on its way to it; yes, and the activation is forgotten at
 // once, so that the next request starts a new one rather than reach a
 // stopping mailbox, where protoactor drops what is left unanswered.
+//
+// An activation runs as soon as it is spawned, before activate records it
+// with the request that spawned it: while the session's activation is
+// being recorded the answer is no (that request is on its way), not the
+// yes of an activation the directory has forgotten.
 func (l *Local) mayLeave(id string, pid *actor.PID) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	cur, ok := l.active[id]
-	if !ok || !cur.pid.Equal(pid) {
+	if !ok {
+		_, recording := l.activating[id]
+		return !recording
+	}
+	if !cur.pid.Equal(pid) {
 		return true
 	}
 	if cur.inFlight > 0 {

@@ -129,3 +129,38 @@ func TestIdleSessionLeavesOnlyWithNoRequestOnItsWay(t *testing.T) {
 		t.Fatal("an activation the directory does not know may always leave")
 	}
 }
+
+// A session actor runs as soon as it is spawned, before the directory has
+// recorded it with the request that spawned it. Should it go idle in that
+// moment (its idle timer due at once), the directory must say no: the
+// request is on its way to it and would reach a stopping actor. Once the
+// activation is recorded the usual rule answers; an activation the
+// directory forgot may leave.
+func TestMayLeaveIsNoWhileTheActivationIsBeingRecorded(t *testing.T) {
+	sys := actor.NewActorSystem()
+	defer sys.Shutdown()
+	l := NewLocal(sys, &Deps{})
+	spawned := actor.NewPID(sys.Address(), "session-s-1")
+
+	l.mu.Lock()
+	l.activating["s"] = &sync.Mutex{}
+	l.mu.Unlock()
+	if l.mayLeave("s", spawned) {
+		t.Fatal("an activation not recorded yet may leave while its first request is on its way")
+	}
+
+	l.mu.Lock()
+	delete(l.activating, "s")
+	l.active["s"] = &liveSession{pid: spawned, inFlight: 1}
+	l.mu.Unlock()
+	if l.mayLeave("s", spawned) {
+		t.Fatal("an activation may leave with a request on its way")
+	}
+	l.arrived("s", spawned)
+	if !l.mayLeave("s", spawned) {
+		t.Fatal("an activation with nothing on its way may not leave")
+	}
+	if !l.mayLeave("s", spawned) {
+		t.Fatal("a forgotten activation may not leave")
+	}
+}
