@@ -78,6 +78,12 @@ type Op struct {
 // greater Epoch, which the writer writes again. The writer remembers a
 // failed chain until an op of a newer epoch comes.
 //
+// A chain outlives its owner: the next activation of the session on this
+// node, or the domain of the agent's next incarnation, writes the same
+// chain. A new owner takes its first epoch from EpochBase, above every
+// epoch of the owners before it, so that a failure under an earlier owner
+// never aborts its writes.
+//
 // # Health
 //
 // The writer tells whether the store can be written (Available, Health).
@@ -130,6 +136,8 @@ type Writer struct {
 	closing      chan struct{}
 	closeOnce    sync.Once
 	node         atomic.Pointer[string] // on the spans of traced ops (SetNode)
+	// epochBases counts the bases handed out by EpochBase.
+	epochBases atomic.Uint64
 	// life ends at Close: a probe in flight ends with it.
 	life context.Context
 	end  context.CancelFunc
@@ -470,6 +478,11 @@ func (w *Writer) putRun(ww *writerWorker, run []Op) {
 		}
 	}
 }
+
+// EpochBase returns the first epoch of a chain's new owner (a surface
+// domain, a session's KV): above every epoch counted from an earlier base
+// (see Chains), with room below the next base for 2^32 epochs of its own.
+func (w *Writer) EpochBase() uint64 { return w.epochBases.Add(1) << 32 }
 
 // refusal is the error an op fails with unsent: its chain failed in its
 // epoch, or the store cannot be written now. Nil: write it.

@@ -134,7 +134,7 @@ func newSessionActor(cfg Config) *sessionActor {
 		rec:   cfg.Record,
 		log:   log,
 		clock: cfg.Deps.clock(),
-		kv:    kv.New(),
+		kv:    kv.New(cfg.Deps.Writer.EpochBase()),
 
 		kvRolledBack: map[uint64]*kv.Write{},
 		prompts:      map[uint64]*actor.PID{},

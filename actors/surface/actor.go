@@ -252,8 +252,15 @@ func newDomainActor(cfg Config) *domainActor {
 	}
 	lim := cfg.Idempotency
 	schemas, _ := CompileSchemas(cfg.Schemas)
+	var epoch uint64
+	if cfg.Writer != nil {
+		// The chain of the domain's snapshots may have failed under its
+		// previous actor (an earlier incarnation or activation).
+		epoch = cfg.Writer.EpochBase()
+	}
 	return &domainActor{
 		cfg:     cfg,
+		epoch:   epoch,
 		schemas: schemas,
 		key:     agentproc.SurfaceKey(cfg.Domain),
 		log:     log.With("session", cfg.SessionID, "domain", cfg.Domain),

@@ -3,8 +3,10 @@ package surface_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,5 +164,60 @@ func TestDomainRollsBackWhatTheStoreRefused(t *testing.T) {
 	again := startDomain(t, cfg)
 	if r := result(t, again.send("add")); n(t, r) != 5 || r.GetRev() != lastRev+2 {
 		t.Fatalf("after a restart from the store: count %d rev %d, want 5 at rev %d", n(t, r), r.GetRev(), lastRev+2)
+	}
+}
+
+// fencedWhileArmed is a real store whose KV writes, while armed, are
+// refused as fenced: the session's lease moved to another node.
+type fencedWhileArmed struct {
+	store.Store
+	armed atomic.Bool
+}
+
+func (s *fencedWhileArmed) PutKV(ctx context.Context, sessionID string, fence store.Fence, entries []store.KV) error {
+	if s.armed.Load() {
+		return fmt.Errorf("put kv: %w", store.ErrFenced)
+	}
+	return s.Store.PutKV(ctx, sessionID, fence, entries)
+}
+
+// A domain's chain of snapshots outlives its actor: when a write failed
+// under the previous actor (the session moved away, and later came back
+// to this node; or the agent restarted after a failed write), the next
+// actor of the domain, on the same writer, writes its first command as any
+// other, not refused as built on the failure it never saw.
+func TestDomainWritesAfterItsPreviousActorsChainFailed(t *testing.T) {
+	ctx := context.Background()
+	sq, err := sqlite.Open(ctx, t.TempDir(), sqlite.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sq.Close()
+	st := &fencedWhileArmed{Store: sq}
+	if err := st.CreateSession(ctx, store.Session{ID: "s", Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	w := store.NewWriter(st, 2, slog.New(slog.DiscardHandler))
+	defer w.Close()
+	cfg := surface.Config{SessionID: "s", Domain: "counter", Hosted: surface.HostedNative, Native: counter(), Writer: w,
+		Logger: slog.New(slog.DiscardHandler)}
+	first := startDomain(t, cfg)
+	if r := result(t, first.send("add")); n(t, r) != 1 {
+		t.Fatalf("first command: %v", r)
+	}
+	st.armed.Store(true)
+	if r := result(t, first.send("add")); r.GetRefused().GetCode() != "session_moved" {
+		t.Fatalf("a command whose write was fenced: %v, want refused session_moved", r)
+	}
+	st.armed.Store(false)
+
+	kvs, err := st.LoadKV(ctx, "s")
+	if err != nil || len(kvs) != 1 {
+		t.Fatalf("stored %v %v", kvs, err)
+	}
+	cfg.Stored = &kvs[0]
+	next := startDomain(t, cfg)
+	if r := result(t, next.send("add")); !r.GetOk() || n(t, r) != 2 {
+		t.Fatalf("the next actor's first command: %v, want count 2", r)
 	}
 }

@@ -118,7 +118,8 @@ func TestFrozenNodeRejoins(t *testing.T) {
 	st, out, err := host.command(id, "demo", "increment")
 	if st != 200 || err != nil || out["ok"] != true {
 		took := time.Since(t0).Round(time.Millisecond)
-		t.Fatalf("a command through the node as it woke: %d %v %v after %s; the node's goroutines then:\n%s", st, out, err, took, host.goroutines())
+		t.Fatalf("a command through the node as it woke: %d %v %v after %s; the node's log until then:\n%s\nits goroutines then:\n%s",
+			st, out, err, took, host.tail(12000), host.goroutines())
 	}
 	l.record(out)
 	t.Logf("a command through the node as it woke: answered in %s", time.Since(t0).Round(time.Millisecond))

@@ -57,8 +57,12 @@ type Table struct {
 	floor   map[string]uint64 // per key, the highest rev that may have landed unknown
 }
 
-// New returns an empty table.
-func New() *Table { return &Table{durable: map[string]Entry{}, floor: map[string]uint64{}} }
+// New returns an empty table whose writes start at the chain's epoch first
+// (the store writer's EpochBase: the session's previous activation on this
+// node wrote the same chain).
+func New(first uint64) *Table {
+	return &Table{durable: map[string]Entry{}, floor: map[string]uint64{}, epoch: first}
+}
 
 // Epoch is the epoch of the table's writes in the store writer's chain.
 func (t *Table) Epoch() uint64 { return t.epoch }

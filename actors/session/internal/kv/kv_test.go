@@ -31,7 +31,7 @@ func eq(a, b []uint64) bool {
 }
 
 func TestRevsContinueFromTheStore(t *testing.T) {
-	tb := New()
+	tb := New(0)
 	tb.Load([]store.KV{{Key: "ui.theme", Value: val(`"dark"`), Rev: 4}, {Key: "ui.gone", Rev: 2, Deleted: true}})
 	if w := tb.Set("ui.theme", val(`"light"`), false, nil); w.Rev != 5 {
 		t.Fatalf("rev %d, want 5", w.Rev)
@@ -52,7 +52,7 @@ func TestRevsContinueFromTheStore(t *testing.T) {
 }
 
 func TestReleasedInOrder(t *testing.T) {
-	tb := New()
+	tb := New(0)
 	a := tb.Set("a.x", val(`1`), false, "A")
 	b := tb.Set("b.x", val(`2`), false, "B")
 	c := tb.Set("a.x", val(`3`), false, "C")
@@ -77,7 +77,7 @@ func TestReleasedInOrder(t *testing.T) {
 }
 
 func TestRefusedWriteRollsBackItAndLaterWrites(t *testing.T) {
-	tb := New()
+	tb := New(0)
 	tb.Load([]store.KV{{Key: "a.x", Value: val(`0`), Rev: 7}})
 	a := tb.Set("a.x", val(`1`), false, nil)
 	b := tb.Set("a.x", val(`2`), false, nil)
@@ -115,7 +115,7 @@ func TestRefusedWriteRollsBackItAndLaterWrites(t *testing.T) {
 // goes above its rev (the store skips a rev it holds already), the others
 // keep theirs.
 func TestUnknownOutcomeBurnsTheRev(t *testing.T) {
-	tb := New()
+	tb := New(0)
 	tb.Load([]store.KV{{Key: "a.x", Value: val(`0`), Rev: 7}})
 	a := tb.Set("a.x", val(`1`), false, nil)
 	b := tb.Set("b.x", val(`1`), false, nil)
@@ -135,7 +135,7 @@ func TestUnknownOutcomeBurnsTheRev(t *testing.T) {
 }
 
 func TestRefuseAll(t *testing.T) {
-	tb := New()
+	tb := New(0)
 	tb.Set("a.x", val(`1`), false, nil)
 	tb.Set("a.y", val(`1`), false, nil)
 	if n := len(tb.RefuseAll()); n != 2 || tb.Pending() != 0 {
@@ -144,7 +144,7 @@ func TestRefuseAll(t *testing.T) {
 }
 
 func TestCommit(t *testing.T) {
-	tb := New()
+	tb := New(0)
 	tb.Load([]store.KV{{Key: "surface:demo", Value: val(`{"n":1}`), Rev: 3}})
 	if tb.Commit("surface:demo", val(`{"n":0}`), 3, false) {
 		t.Fatal("a repeated rev was committed")
